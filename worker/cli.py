@@ -1,0 +1,144 @@
+"""Command line of the worker: `python -m worker run|swap|models ...`.
+
+The only place that turns WorkerError into an exit code and a one-line message.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from .engines.base import ENGINE_NAMES
+from .errors import WorkerError
+from .manifest import FACE_SELECTORS, EngineOptions
+
+log = logging.getLogger("worker")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m worker", description="FaceFusion Portal face-swap worker")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="process one array task of a job manifest")
+    run.add_argument("--manifest", required=True, help="path of the job's manifest.json")
+    run.add_argument("--task-index", type=int, default=None, help="chunk to process (default: $SLURM_ARRAY_TASK_ID)")
+    _model_args(run)
+
+    swap = sub.add_parser("swap", help="swap faces in one image or video")
+    swap.add_argument("--source", action="append", required=True, help="source face image (repeat for more photos of the same person)")
+    swap.add_argument("--target", required=True, help="image or video to change")
+    swap.add_argument("--output", required=True, help="where to write the result")
+    swap.add_argument("--engine", choices=ENGINE_NAMES, default="auto")
+    swap.add_argument("--face-selector", choices=FACE_SELECTORS, default="many")
+    swap.add_argument("--reference-face", help="image of the person to replace (with --face-selector reference)")
+    swap.add_argument("--reference-distance", type=float, default=None)
+    _model_args(swap)
+
+    models = sub.add_parser("models", help="check or download the insightface models")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    for name, helptext in (("check", "report each model's state"), ("fetch", "download missing models (needs internet)")):
+        m = models_sub.add_parser(name, help=helptext)
+        _model_args(m)
+    return p
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models-dir", default=None, help="models folder (default: $FACEFUSION_MODELS_DIR)")
+    p.add_argument("--registry", default=None, help="JSON model registry to use instead of the built-in one")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from .signals import install_sigterm_handler
+
+    install_sigterm_handler()
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "swap":
+            return _swap(args)
+        return _models(args)
+    except WorkerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    from .runner import TaskConfig, run_task
+
+    cfg = TaskConfig.from_env(args.manifest, args.task_index, args.models_dir, args.registry)
+    return run_task(cfg)
+
+
+def _registry(args):
+    import os
+
+    path = args.registry or os.environ.get("FACEFUSION_MODEL_REGISTRY")
+    if not path:
+        return None
+    from .models import load_registry
+
+    return load_registry(path)
+
+
+def _models_dir(args) -> str:
+    import os
+
+    from .models import default_models_dir
+
+    return args.models_dir or os.environ.get("FACEFUSION_MODELS_DIR") or str(default_models_dir())
+
+
+def _swap(args) -> int:
+    from .engines import load_engine
+    from .process import build_swapper, process_target
+
+    options = EngineOptions(
+        name=args.engine,
+        face_selector=args.face_selector,
+        reference_face=args.reference_face,
+        reference_distance=args.reference_distance,
+    )
+    from .errors import ManifestError
+
+    try:
+        options.validate()
+    except ManifestError as exc:
+        print(f"error: {exc}".replace("engine.", "--").replace("_", "-"), file=sys.stderr)
+        return 2
+    engine = load_engine(options.name, _models_dir(args), _registry(args))
+    swapper = build_swapper(engine, args.source, options)
+    t0 = time.perf_counter()
+    outcome = process_target(swapper, args.target, args.output)
+    secs = time.perf_counter() - t0
+    if outcome.status == "failed":
+        print(f"error: {outcome.message}", file=sys.stderr)
+        return 1
+    if outcome.status == "no_face":
+        print(f"warning: {outcome.message}", file=sys.stderr)
+    print(f"{args.output}: {outcome.status}, {outcome.faces_swapped} of {outcome.faces_found} face(s) swapped "
+          f"in {secs:.2f}s with {engine.name} on {engine.device}")
+    return 0
+
+
+def _models(args) -> int:
+    from .models import INSIGHTFACE_MODELS, check_models, fetch_models
+
+    models_dir = _models_dir(args)
+    registry = _registry(args)
+    if args.models_command == "check":
+        states = check_models(models_dir, INSIGHTFACE_MODELS, registry=registry)
+    else:
+        states = fetch_models(models_dir, INSIGHTFACE_MODELS, registry=registry)
+    print(f"models folder: {Path(models_dir)}")
+    for s in states:
+        print(f"  {s.name:<14} {s.state:<8} {s.path}  {s.detail}".rstrip())
+    return 0 if all(s.state == "ok" for s in states) else 1

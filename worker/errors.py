@@ -1,0 +1,38 @@
+"""Named exceptions of the worker. Library code raises these; only the CLI turns them into exit codes.
+
+WorkerError
+ ├── ManifestError        the manifest is missing, unreadable or invalid (nothing was processed)
+ ├── ModelError           a model file is missing, corrupt or cannot be loaded
+ ├── EngineUnavailable    an engine's packages are not installed on this node
+ ├── SourceError          no usable face in the source image(s)
+ └── TargetError          one target cannot be processed (bad file, too large, ffmpeg failed, ...)
+      └── NoFaceFound     the target has no face (not a failure: output is the unchanged input)
+"""
+
+
+class WorkerError(Exception):
+    """Base of every error the worker reports to a person. `str(err)` is one plain-language line."""
+
+
+class ManifestError(WorkerError):
+    pass
+
+
+class ModelError(WorkerError):
+    pass
+
+
+class EngineUnavailable(WorkerError):
+    pass
+
+
+class SourceError(WorkerError):
+    pass
+
+
+class TargetError(WorkerError):
+    pass
+
+
+class NoFaceFound(TargetError):
+    pass

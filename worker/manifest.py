@@ -1,0 +1,236 @@
+"""The worker manifest: what one Slurm array job processes. Defined once here; the portal imports it.
+
+A manifest is a JSON file written by the portal next to the job's inputs:
+
+    {
+      "version": 1,
+      "job": "5f0c...-uuid",                      # the portal's job id (free text for the worker)
+      "sources": ["/abs/src/face1.jpg", ...],     # 1+ images of ONE person, averaged into one identity
+      "targets": [{"path": "/abs/in/a.jpg", "output": "a.jpg"}, ...],
+      "chunks": [[0, 1, 2], [3, 4, 5], [6]],      # array task N processes targets chunks[N]
+      "output_dir": "/abs/out",                   # outputs/ and progress/ are created under it
+      "engine": {"name": "auto", "face_selector": "many",
+                 "reference_face": null, "reference_distance": null,
+                 "max_pixels": 50000000, "video_progress_every": 25}
+    }
+
+Relative paths in `sources`, `targets[].path` and `output_dir` are resolved against the manifest's
+own folder, so a staged job folder can move as a whole. Outputs are written to
+`<output_dir>/outputs/<targets[i].output>`; progress records to `<output_dir>/progress/` (see
+`worker.progress`).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal, get_args
+
+from .engines.base import ENGINE_NAMES
+from .errors import ManifestError
+
+MANIFEST_VERSION = 1
+
+FaceSelector = Literal["many", "one", "reference"]
+FACE_SELECTORS: tuple[str, ...] = get_args(FaceSelector)
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
+VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm")
+
+#: a 50-megapixel default keeps one decoded frame under ~150 MB (RGB) on a node
+DEFAULT_MAX_PIXELS = 50_000_000
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    name: str = "auto"
+    face_selector: str = "many"
+    reference_face: str | None = None
+    reference_distance: float | None = None  # None: the engine's own default
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    video_progress_every: int = 25
+
+    def validate(self) -> None:
+        if self.name not in ENGINE_NAMES:
+            raise ManifestError(f"engine.name must be one of {', '.join(ENGINE_NAMES)}, not {self.name!r}")
+        if self.face_selector not in FACE_SELECTORS:
+            raise ManifestError(
+                f"engine.face_selector must be one of {', '.join(FACE_SELECTORS)}, not {self.face_selector!r}"
+            )
+        if self.face_selector == "reference" and not self.reference_face:
+            raise ManifestError("engine.face_selector 'reference' needs engine.reference_face (an image path)")
+        if self.reference_distance is not None and not (0.0 < float(self.reference_distance) <= 2.0):
+            raise ManifestError("engine.reference_distance must be between 0 and 2")
+        if int(self.max_pixels) < 1:
+            raise ManifestError("engine.max_pixels must be a positive number of pixels")
+        if int(self.video_progress_every) < 1:
+            raise ManifestError("engine.video_progress_every must be at least 1 frame")
+
+
+@dataclass(frozen=True)
+class Target:
+    path: str
+    output: str
+
+    @property
+    def is_video(self) -> bool:
+        return self.path.lower().endswith(VIDEO_EXTENSIONS)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    job: str
+    sources: tuple[str, ...]
+    targets: tuple[Target, ...]
+    chunks: tuple[tuple[int, ...], ...]
+    output_dir: str
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    version: int = MANIFEST_VERSION
+
+    # -- derived paths -------------------------------------------------------------------------
+    @property
+    def outputs_dir(self) -> Path:
+        return Path(self.output_dir) / "outputs"
+
+    @property
+    def progress_dir(self) -> Path:
+        return Path(self.output_dir) / "progress"
+
+    def output_path(self, target_index: int) -> Path:
+        return self.outputs_dir / self.targets[target_index].output
+
+    def chunk(self, task_index: int) -> tuple[int, ...]:
+        if not 0 <= task_index < len(self.chunks):
+            raise ManifestError(
+                f"task index {task_index} is outside this manifest's {len(self.chunks)} chunk(s) "
+                f"(valid: 0-{len(self.chunks) - 1})"
+            )
+        return self.chunks[task_index]
+
+    # -- (de)serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["targets"] = [asdict(t) for t in self.targets]
+        data["chunks"] = [list(c) for c in self.chunks]
+        data["sources"] = list(self.sources)
+        return {"version": self.version, **{k: v for k, v in data.items() if k != "version"}}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    def write(self, path: str | os.PathLike) -> None:
+        """Write atomically (temp file + rename) so a task never reads half a manifest."""
+        from .progress import atomic_write_text
+
+        atomic_write_text(Path(path), self.dumps())
+
+    @classmethod
+    def from_dict(cls, data: Any, base_dir: Path | None = None) -> "Manifest":
+        if not isinstance(data, dict):
+            raise ManifestError("the manifest must be a JSON object")
+        version = data.get("version")
+        if version != MANIFEST_VERSION:
+            raise ManifestError(
+                f"manifest version {version!r} is not supported by this worker (it reads version "
+                f"{MANIFEST_VERSION}); update the worker image or resubmit the job"
+            )
+        unknown = set(data) - {"version", "job", "sources", "targets", "chunks", "output_dir", "engine"}
+        if unknown:
+            raise ManifestError(f"unknown manifest field(s): {', '.join(sorted(unknown))}")
+
+        def resolve(p: Any, what: str) -> str:
+            if not isinstance(p, str) or not p:
+                raise ManifestError(f"{what} must be a non-empty path string")
+            q = Path(p)
+            if not q.is_absolute() and base_dir is not None:
+                q = base_dir / q
+            return str(q)
+
+        sources = data.get("sources")
+        if not isinstance(sources, list) or not sources:
+            raise ManifestError("the manifest needs at least one source image in 'sources'")
+        raw_targets = data.get("targets")
+        if not isinstance(raw_targets, list) or not raw_targets:
+            raise ManifestError("the manifest needs at least one target in 'targets'")
+        targets = []
+        seen_outputs: set[str] = set()
+        for i, t in enumerate(raw_targets):
+            if not isinstance(t, dict) or "path" not in t:
+                raise ManifestError(f"targets[{i}] must be an object with 'path' (and optional 'output')")
+            output = t.get("output") or PurePosixPath(str(t["path"])).name
+            check_output_name(output, f"targets[{i}].output")
+            if output in seen_outputs:
+                raise ManifestError(f"targets[{i}].output {output!r} is used by two targets")
+            seen_outputs.add(output)
+            targets.append(Target(path=resolve(t["path"], f"targets[{i}].path"), output=output))
+
+        chunks_raw = data.get("chunks")
+        if not isinstance(chunks_raw, list) or not chunks_raw:
+            raise ManifestError("the manifest needs 'chunks': a list of lists of target indexes")
+        chunks = []
+        for n, c in enumerate(chunks_raw):
+            if not isinstance(c, list) or not c or not all(isinstance(i, int) and not isinstance(i, bool) for i in c):
+                raise ManifestError(f"chunks[{n}] must be a non-empty list of target indexes")
+            bad = [i for i in c if not 0 <= i < len(targets)]
+            if bad:
+                raise ManifestError(f"chunks[{n}] names target index {bad[0]}, but there are {len(targets)} targets")
+            chunks.append(tuple(c))
+
+        engine_raw = data.get("engine") or {}
+        if not isinstance(engine_raw, dict):
+            raise ManifestError("'engine' must be an object")
+        known = set(EngineOptions.__dataclass_fields__)
+        unknown = set(engine_raw) - known
+        if unknown:
+            raise ManifestError(f"unknown engine option(s): {', '.join(sorted(unknown))}")
+        try:
+            engine = EngineOptions(**engine_raw)
+        except TypeError as exc:  # pragma: no cover - guarded by the field check above
+            raise ManifestError(f"bad engine options: {exc}") from exc
+        if engine.reference_face:
+            engine = EngineOptions(**{**asdict(engine), "reference_face": resolve(engine.reference_face, "engine.reference_face")})
+        engine.validate()
+
+        job = data.get("job", "")
+        if not isinstance(job, str):
+            raise ManifestError("'job' must be a string")
+        return cls(
+            job=job,
+            sources=tuple(resolve(s, f"sources[{i}]") for i, s in enumerate(sources)),
+            targets=tuple(targets),
+            chunks=tuple(chunks),
+            output_dir=resolve(data.get("output_dir"), "output_dir"),
+            engine=engine,
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Manifest":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ManifestError(f"manifest {path} does not exist") from None
+        except OSError as exc:
+            raise ManifestError(f"cannot read manifest {path}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ManifestError(f"manifest {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        return cls.from_dict(data, base_dir=path.resolve().parent)
+
+
+def check_output_name(name: Any, what: str = "output name") -> None:
+    """An output name is a relative path inside outputs/: no absolute paths, no '..', no NUL."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise ManifestError(f"{what} must be a non-empty file name")
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or name.endswith("/"):
+        raise ManifestError(f"{what} {name!r} must stay inside the outputs folder")
+
+
+def make_chunks(n_targets: int, chunk_size: int) -> list[list[int]]:
+    """Split target indexes 0..n-1 into consecutive chunks of at most `chunk_size`."""
+    if n_targets < 1 or chunk_size < 1:
+        raise ValueError("need at least one target and a chunk size of at least 1")
+    return [list(range(i, min(i + chunk_size, n_targets))) for i in range(0, n_targets, chunk_size)]

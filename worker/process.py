@@ -1,0 +1,134 @@
+"""Processing one target (image or video) with an already-loaded engine and identity.
+
+Pure of process-wide state: everything comes in through arguments (a `Swapper`), so the task
+runner, the one-shot `swap` command and the benchmarks share exactly this code.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .engines.base import Engine, Identity
+from .errors import TargetError
+from .imageio import load_image, save_image
+from .manifest import VIDEO_EXTENSIONS, EngineOptions
+from .selection import select_faces
+
+
+@dataclass
+class Outcome:
+    status: str  # done | no_face | failed (see worker.progress)
+    faces_found: int = 0
+    faces_swapped: int = 0
+    message: str = ""
+    frames: int | None = None
+
+
+@dataclass
+class Swapper:
+    """An engine, the source identity and the options, built once per task."""
+
+    engine: Engine
+    identity: Identity
+    options: EngineOptions
+    reference: np.ndarray | None = None  # embedding of the reference face (selector 'reference')
+
+    def swap_frame(self, image: np.ndarray) -> tuple[np.ndarray, int, int]:
+        """(new image, faces found, faces swapped) for one picture or video frame."""
+        faces = self.engine.detect(image)
+        chosen = select_faces(
+            self.engine, image, faces, self.options.face_selector, self.reference, self.options.reference_distance
+        )
+        if not chosen:
+            return image, len(faces), 0
+        return self.engine.swap(image, chosen, self.identity), len(faces), len(chosen)
+
+
+def build_swapper(engine: Engine, sources: list[str], options: EngineOptions) -> Swapper:
+    """Load the source images (and the reference face) and build the identity once."""
+    images = []
+    for s in sources:
+        try:
+            images.append(load_image(s, options.max_pixels).bgr)
+        except TargetError as exc:
+            from .errors import SourceError
+
+            raise SourceError(f"source image unusable: {exc}") from None
+    identity = engine.identity(images)
+    reference = None
+    if options.face_selector == "reference":
+        from .errors import SourceError
+
+        try:
+            ref_img = load_image(options.reference_face, options.max_pixels).bgr
+        except TargetError as exc:
+            raise SourceError(f"reference face image unusable: {exc}") from None
+        ref_faces = engine.detect(ref_img)
+        if not ref_faces:
+            raise SourceError("no face found in the reference face image; use a clear photo of the person to replace")
+        reference = engine.embed(ref_img, ref_faces[0])
+    return Swapper(engine=engine, identity=identity, options=options, reference=reference)
+
+
+def process_target(
+    swapper: Swapper,
+    target: str | os.PathLike,
+    output: str | os.PathLike,
+    on_frames: Callable[[int, int | None], None] | None = None,
+    tmp_root: str | None = None,
+) -> Outcome:
+    """Swap faces in one target and write `output`. Never raises for a bad target: returns `failed`."""
+    target, output = Path(target), Path(output)
+    try:
+        if target.suffix.lower() in VIDEO_EXTENSIONS:
+            return _process_video(swapper, target, output, on_frames, tmp_root)
+        return _process_image(swapper, target, output)
+    except TargetError as exc:
+        return Outcome(status="failed", message=str(exc))
+    except MemoryError:
+        return Outcome(status="failed", message="ran out of memory on this target; try a smaller image or a template with more memory")
+
+
+def _process_image(swapper: Swapper, target: Path, output: Path) -> Outcome:
+    img = load_image(target, swapper.options.max_pixels)
+    result, found, swapped = swapper.swap_frame(img.bgr)
+    note = f" ({img.note})" if img.note else ""
+    if swapped == 0:
+        # FaceFusion's behaviour: no face -> the output is the unchanged input (byte for byte).
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_name(f".{output.name}.part")
+        shutil.copyfile(target, tmp)
+        os.replace(tmp, output)
+        what = "no face found" if found == 0 else f"{found} face(s) found, none matched the reference face"
+        return Outcome(status="no_face", faces_found=found, message=f"{what}; output is the unchanged input{note}")
+    save_image(output, result, img.alpha)
+    return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note)
+
+
+def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root) -> Outcome:
+    from .video import process_video
+
+    res = process_video(
+        target,
+        output,
+        swapper.swap_frame,
+        tmp_root=tmp_root,
+        progress_every=swapper.options.video_progress_every,
+        on_progress=on_frames,
+    )
+    if res.faces_swapped == 0:
+        return Outcome(status="no_face", faces_found=res.faces_found, frames=res.frames,
+                       message="no face found in any frame; output is the re-encoded input")
+    return Outcome(status="done", faces_found=res.faces_found, faces_swapped=res.faces_swapped, frames=res.frames)
+
+
+def timed(fn: Callable[[], Outcome]) -> tuple[Outcome, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0

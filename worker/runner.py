@@ -1,0 +1,118 @@
+"""One Slurm array task: load the engine once, process its chunk of targets, record progress.
+
+The environment and the manifest are read once (in `TaskConfig.from_env`), then passed down.
+One bad target never stops the rest of the chunk; the exit code says whether all succeeded.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .engines import load_engine
+from .errors import ManifestError, WorkerError
+from .manifest import Manifest
+from .process import build_swapper, process_target
+from .progress import ProgressWriter, TargetRecord, TaskProgress
+
+log = logging.getLogger("worker.run")
+
+EXIT_OK = 0
+EXIT_TARGETS_FAILED = 1  # the chunk ran; some targets failed (their records say why)
+EXIT_TASK_FAILED = 2  # nothing could run: bad manifest, models, engine or source face
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    manifest: Manifest
+    task_index: int
+    models_dir: str | None
+    registry_path: str | None
+    tmp_root: str | None
+
+    @classmethod
+    def from_env(cls, manifest_path: str, task_index: int | None, models_dir: str | None,
+                 registry_path: str | None, env: os._Environ | dict = os.environ) -> "TaskConfig":
+        if task_index is None:
+            raw = env.get("SLURM_ARRAY_TASK_ID")
+            if raw is None:
+                raise ManifestError("no task index: pass --task-index N or run inside a Slurm array job")
+            try:
+                task_index = int(raw)
+            except ValueError:
+                raise ManifestError(f"SLURM_ARRAY_TASK_ID={raw!r} is not a number") from None
+        manifest = Manifest.load(manifest_path)
+        manifest.chunk(task_index)  # validate the index now, before any model is loaded
+        return cls(
+            manifest=manifest,
+            task_index=task_index,
+            models_dir=models_dir or env.get("FACEFUSION_MODELS_DIR"),
+            registry_path=registry_path or env.get("FACEFUSION_MODEL_REGISTRY"),
+            # Slurm sets TMPDIR to node-local scratch on most sites; video temp files go there.
+            tmp_root=env.get("TMPDIR"),
+        )
+
+
+def run_task(cfg: TaskConfig) -> int:
+    m = cfg.manifest
+    chunk = m.chunk(cfg.task_index)
+    progress = TaskProgress(job=m.job, task_index=cfg.task_index)
+    writer = ProgressWriter(m.progress_dir, progress)
+    m.outputs_dir.mkdir(parents=True, exist_ok=True)
+    writer.flush()  # "task started" is visible to the portal before the (slow) model load
+
+    registry = None
+    if cfg.registry_path:
+        from .models import load_registry
+
+        registry = load_registry(cfg.registry_path)
+    t0 = time.perf_counter()
+    try:
+        engine = load_engine(m.engine.name, cfg.models_dir, registry)
+        swapper = build_swapper(engine, list(m.sources), m.engine)
+    except WorkerError as exc:
+        # Every target of the chunk is marked failed with the one reason, so the portal shows it.
+        for i in chunk:
+            progress.targets.append(TargetRecord(index=i, target=m.targets[i].path, output=m.targets[i].output,
+                                                 status="failed", message=str(exc)))
+        writer.finish()
+        log.error("task %s cannot start: %s", cfg.task_index, exc)
+        return EXIT_TASK_FAILED
+    progress.engine, progress.device = engine.name, engine.device
+    progress.model_load_seconds = round(time.perf_counter() - t0, 3)
+    log.info("task %s: %d target(s), engine %s on %s, loaded in %.2fs",
+             cfg.task_index, len(chunk), engine.name, engine.device, progress.model_load_seconds)
+
+    failed = 0
+    for i in chunk:
+        target = m.targets[i]
+        out_path = m.output_path(i)
+        rec = writer.start_target(TargetRecord(index=i, target=target.path, output=target.output))
+        if out_path.exists() and out_path.stat().st_size > 0:
+            # A retried task (requeue, node failure) keeps what an earlier attempt finished.
+            rec.status, rec.message = "skipped", "output already present from an earlier attempt"
+            writer.flush()
+            continue
+
+        def on_frames(done: int, total: int | None, rec=rec) -> None:
+            rec.frames_done, rec.frames_total = done, total
+            writer.flush()
+
+        t1 = time.perf_counter()
+        outcome = process_target(swapper, target.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root)
+        rec.status, rec.message = outcome.status, outcome.message
+        rec.faces_found, rec.faces_swapped = outcome.faces_found, outcome.faces_swapped
+        rec.seconds = round(time.perf_counter() - t1, 3)
+        if outcome.frames is not None:
+            rec.frames_done = rec.frames_total = outcome.frames
+        writer.flush()
+        level = logging.WARNING if outcome.status != "done" else logging.INFO
+        log.log(level, "target %d %s: %s (%d/%d faces) %.2fs %s", i, target.output, outcome.status,
+                outcome.faces_swapped, outcome.faces_found, rec.seconds, outcome.message)
+        if not rec.ok:
+            failed += 1
+    writer.finish()
+    log.info("task %s finished: %d of %d target(s) failed", cfg.task_index, failed, len(chunk))
+    return EXIT_TARGETS_FAILED if failed else EXIT_OK
