@@ -16,6 +16,7 @@ from .errors import ManifestError, WorkerError
 from .manifest import Manifest
 from .process import build_swapper, process_target
 from .progress import ProgressWriter, TargetRecord, TaskProgress
+from .signals import Terminated
 
 log = logging.getLogger("worker.run")
 
@@ -101,7 +102,15 @@ def run_task(cfg: TaskConfig) -> int:
             writer.flush()
 
         t1 = time.perf_counter()
-        outcome = process_target(swapper, target.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root)
+        try:
+            outcome = process_target(swapper, target.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root)
+        except Terminated:
+            # Slurm's SIGTERM (time limit, scancel): leave a truthful record, then let the exit happen.
+            rec.status = "failed"
+            rec.message = "stopped before this target finished: the task hit its time limit or was cancelled"
+            rec.seconds = round(time.perf_counter() - t1, 3)
+            writer.finish()
+            raise
         rec.status, rec.message = outcome.status, outcome.message
         rec.faces_found, rec.faces_swapped = outcome.faces_found, outcome.faces_swapped
         rec.seconds = round(time.perf_counter() - t1, 3)

@@ -1,0 +1,42 @@
+# shellcheck shell=bash
+# Paths, ports and names of the local single-node cluster. Source it (from bash, any cwd):
+#   . scripts/cluster/env.sh
+# Every value can be overridden from the environment before sourcing; up.sh, check.sh, down.sh and
+# the tests all read the same values from here, so a profile seeded by the portal matches what
+# up.sh started.
+
+FFP_REPO=${FFP_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)}
+# The venv's interpreter: compute-node jobs run `$FFP_PYTHON -m worker ...` as the service user.
+FFP_PYTHON=${FFP_PYTHON:-${PY:-$FFP_REPO/.venv/bin/python}}
+
+# Portal-side state: SSH client key + pinned known_hosts, redis data, logs, pid files, secrets.
+FFP_STATE=${FFP_STATE:-/var/lib/ffportal}
+# "Cluster storage": allowed target roots live here (read-only to the service user).
+FFP_STORAGE=${FFP_STORAGE:-/srv/ffportal/storage}
+# Remote work root: manifests, logs and outputs of jobs; owned by the service user.
+FFP_WORK=${FFP_WORK:-/srv/ffportal/work}
+
+# The SSH endpoint the portal logs in to (a cluster profile).
+FFP_SSH_HOST=${FFP_SSH_HOST:-127.0.0.1}
+FFP_SSH_PORT=${FFP_SSH_PORT:-2222}
+FFP_SSH_USER=${FFP_SSH_USER:-ffportal}
+FFP_SSH_KEY=${FFP_SSH_KEY:-$FFP_STATE/ssh/id_ed25519}
+# Holds exactly one line: the pinned host key, `[127.0.0.1]:2222 ssh-ed25519 AAAA...`.
+FFP_SSH_KNOWN_HOSTS=${FFP_SSH_KNOWN_HOSTS:-$FFP_STATE/ssh/known_hosts}
+
+FFP_REDIS_PORT=${FFP_REDIS_PORT:-6379}
+FFP_REDIS_URL=${FFP_REDIS_URL:-redis://127.0.0.1:$FFP_REDIS_PORT/0}
+
+# Slurm names: the cluster, the account the service user and root charge to, the partitions.
+FFP_SLURM_CLUSTER=${FFP_SLURM_CLUSTER:-ffportal}
+FFP_SLURM_ACCOUNT=${FFP_SLURM_ACCOUNT:-ffportal}
+FFP_GPU_PARTITION=${FFP_GPU_PARTITION:-gpu}
+FFP_CPU_PARTITION=${FFP_CPU_PARTITION:-cpu}
+FFP_GPU_GRES=${FFP_GPU_GRES:-gpu:h200}   # two fake devices: --gres=gpu:h200:1 runs two at a time
+FFP_SAMPLE_FACES=${FFP_SAMPLE_FACES:-$FFP_STORAGE/samples/faces}
+
+export FFP_REPO FFP_PYTHON FFP_STATE FFP_STORAGE FFP_WORK \
+  FFP_SSH_HOST FFP_SSH_PORT FFP_SSH_USER FFP_SSH_KEY FFP_SSH_KNOWN_HOSTS \
+  FFP_REDIS_PORT FFP_REDIS_URL \
+  FFP_SLURM_CLUSTER FFP_SLURM_ACCOUNT FFP_GPU_PARTITION FFP_CPU_PARTITION FFP_GPU_GRES \
+  FFP_SAMPLE_FACES

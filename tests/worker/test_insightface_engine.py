@@ -1,0 +1,196 @@
+"""The insightface engine on tiny stand-in models (tests/worker/fake_models.py) and a real photo.
+
+The stand-ins have the real models' signatures, so insightface's own classes and pre/post-processing
+run: these tests cover the engine's wiring (hash check first, routing, providers, face conversion,
+identity, chained paste-back), not the quality of a real swap.
+"""
+import logging
+import shutil
+
+import numpy as np
+import onnxruntime
+import pytest
+
+from tests.worker.fake_models import build_fake_models, face_box_in
+from worker import models
+from worker.engines.base import Face
+from worker.engines.insightface_engine import CPU, CUDA, InsightFaceEngine
+from worker.errors import ModelError, SourceError
+from worker.selection import embedding_distance
+
+CPU_ONLY = [CPU]
+
+
+@pytest.fixture(scope="module")
+def fake_models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("models")
+    return folder, build_fake_models(folder)
+
+
+@pytest.fixture(scope="module")
+def engine(fake_models):
+    folder, registry = fake_models
+    return InsightFaceEngine(models_dir=folder, registry=registry, providers=CPU_ONLY)
+
+
+@pytest.fixture(scope="module")
+def photo():
+    from skimage import data
+
+    return np.ascontiguousarray(data.astronaut()[:, :, ::-1])  # RGB -> BGR, 512x512, one face
+
+
+@pytest.fixture(scope="module")
+def cat():
+    import cv2
+    from skimage import data
+
+    return np.ascontiguousarray(cv2.resize(data.chelsea(), (512, 512))[:, :, ::-1])
+
+
+def flat(value=128):
+    return np.full((512, 512, 3), value, np.uint8)
+
+
+def test_it_routes_the_fake_models_to_insightface_classes(fake_models):
+    from insightface import model_zoo
+
+    folder, registry = fake_models
+    kinds = [type(model_zoo.get_model(str(folder / registry[n].file), providers=CPU_ONLY)).__name__
+             for n in models.INSIGHTFACE_MODELS]
+    assert kinds == ["SCRFD", "ArcFaceONNX", "INSwapper"]
+
+
+def test_it_reports_the_provider_that_actually_runs(engine):
+    assert engine.name == "insightface"
+    assert engine.device == "CPUExecutionProvider"
+    assert engine.default_reference_distance == 0.6
+
+
+@pytest.mark.skipif(CUDA in onnxruntime.get_available_providers(), reason="CUDA really runs on this node")
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider'")
+def test_it_warns_when_cuda_was_requested_but_the_cpu_runs(fake_models, caplog):
+    folder, registry = fake_models
+    with caplog.at_level(logging.INFO, logger="worker.engines.insightface"):
+        eng = InsightFaceEngine(models_dir=folder, registry=registry, providers=[CUDA, CPU])
+    assert eng.device == "CPUExecutionProvider"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "CUDA was requested but ONNX Runtime runs" in warnings[0]
+
+
+def test_it_finds_the_face_in_the_photo(engine, photo):
+    [face] = engine.detect(photo)
+    assert face.bbox == pytest.approx(face_box_in(photo.shape), abs=1.0)
+    assert face.landmarks.shape == (5, 2) and face.score >= 0.5
+    x1, y1, x2, y2 = face.bbox
+    assert all(x1 < x < x2 and y1 < y < y2 for x, y in face.landmarks)
+    assert face.native.kps.shape == (5, 2) and face.native.det_score == pytest.approx(face.score)
+
+
+def test_it_finds_no_face_in_a_flat_image(engine):
+    assert engine.detect(flat()) == []
+
+
+def test_it_embeds_faces_as_unit_vectors_that_tell_faces_apart(engine, photo, cat):
+    face = engine.detect(photo)[0]
+    emb = engine.embed(photo, face)
+    assert emb.shape == (512,) and emb.dtype == np.float32
+    assert np.linalg.norm(emb) == pytest.approx(1.0, abs=1e-5)
+    assert face.embedding is emb and np.allclose(face.native.normed_embedding, emb)
+    again = engine.embed(photo, engine.detect(photo)[0])
+    other = engine.embed(cat, engine.detect(cat)[0])
+    assert embedding_distance(emb, again) < 1e-5
+    assert embedding_distance(emb, other) > 0.3
+
+
+def test_it_averages_the_sources_with_a_face_into_one_identity(engine, photo, cat):
+    ident = engine.identity([photo, flat(), cat])
+    assert ident.sources_used == 2
+    assert ident.embedding.dtype == np.float32 and np.linalg.norm(ident.embedding) == pytest.approx(1.0, abs=1e-5)
+    a = engine.embed(photo, engine.detect(photo)[0])
+    b = engine.embed(cat, engine.detect(cat)[0])
+    expected = (a + b) / np.linalg.norm(a + b)
+    assert np.allclose(ident.embedding, expected, atol=1e-5)
+
+
+def test_it_refuses_sources_without_a_face(engine):
+    with pytest.raises(SourceError, match="no face found in the source images"):
+        engine.identity([flat(0), flat(200)])
+
+
+def test_it_swaps_inside_the_face_box_and_nowhere_far_outside(engine, photo, cat):
+    before = photo.copy()
+    faces = engine.detect(photo)
+    out = engine.swap(photo, faces, engine.identity([cat]))
+    assert np.array_equal(photo, before)  # the input is not modified
+    assert out.shape == photo.shape and out.dtype == np.uint8 and out.flags.c_contiguous
+    diff = np.abs(out.astype(np.int16) - photo).sum(axis=2)
+    x1, y1, x2, y2 = (int(v) for v in faces[0].bbox)
+    assert diff[y1:y2, x1:x2].mean() > 30  # the face changed visibly
+    w, h = x2 - x1, y2 - y1
+    far = np.ones_like(diff, bool)
+    far[max(0, y1 - h // 2):y2 + h // 2, max(0, x1 - w // 2):x2 + w // 2] = False
+    assert diff[far].max() == 0  # nothing changed half a face away from the box
+
+
+def test_it_swaps_toward_the_identity_it_was_given(engine, photo, cat):
+    faces = engine.detect(photo)
+    as_cat = engine.swap(photo, faces, engine.identity([cat]))
+    as_self = engine.swap(photo, faces, engine.identity([photo]))
+    assert not np.array_equal(as_cat, as_self)
+
+
+def test_it_swaps_a_face_found_by_another_engine_from_its_5_landmarks(engine, photo, cat):
+    found = engine.detect(photo)[0]
+    bare = Face(bbox=found.bbox, landmarks=found.landmarks.copy(), score=found.score)
+    ident = engine.identity([cat])
+    assert np.array_equal(engine.swap(photo, [bare], ident), engine.swap(photo, [found], ident))
+    with pytest.raises(ValueError, match="5 landmarks"):
+        engine.swap(photo, [Face(bbox=found.bbox, landmarks=np.zeros((68, 2)))], ident)
+
+
+def test_it_loads_each_model_once_however_many_targets(fake_models, photo, cat, monkeypatch):
+    from insightface import model_zoo
+
+    folder, registry = fake_models
+    calls = {"get_model": 0, "sessions": 0}
+    real_get_model, real_init = model_zoo.get_model, onnxruntime.InferenceSession.__init__
+
+    def counting_get_model(*args, **kwargs):
+        calls["get_model"] += 1
+        return real_get_model(*args, **kwargs)
+
+    def counting_init(self, *args, **kwargs):
+        calls["sessions"] += 1
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(model_zoo, "get_model", counting_get_model)
+    monkeypatch.setattr(onnxruntime.InferenceSession, "__init__", counting_init)
+    eng = InsightFaceEngine(models_dir=folder, registry=registry, providers=CPU_ONLY)
+    assert calls["get_model"] == 3
+    built = calls["sessions"]
+    assert built >= 3
+    ident = eng.identity([cat])
+    for _ in range(5):
+        eng.swap(photo, eng.detect(photo), ident)
+    assert calls == {"get_model": 3, "sessions": built}
+
+
+def test_it_refuses_a_corrupt_model_before_loading_anything(fake_models, tmp_path, monkeypatch):
+    from insightface import model_zoo
+
+    folder, registry = fake_models
+    for spec in registry.values():
+        shutil.copy(folder / spec.file, tmp_path / spec.file)
+    data = bytearray((tmp_path / "w600k_r50.onnx").read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (tmp_path / "w600k_r50.onnx").write_bytes(bytes(data))
+    monkeypatch.setattr(model_zoo, "get_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ModelError, match=r"model file w600k_r50\.onnx is corrupt at .*w600k_r50\.onnx"):
+        InsightFaceEngine(models_dir=tmp_path, registry=registry, providers=CPU_ONLY)
+
+
+def test_it_refuses_a_missing_model_with_the_fix(tmp_path, fake_models):
+    _, registry = fake_models
+    with pytest.raises(ModelError, match=rf"det_10g\.onnx is missing .* or copy the file into {tmp_path}"):
+        InsightFaceEngine(models_dir=tmp_path, registry=registry, providers=CPU_ONLY)

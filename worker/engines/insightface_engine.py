@@ -1,0 +1,181 @@
+"""The insightface engine: SCRFD det_10g detector, ArcFace w600k_r50 recogniser, inswapper_128 swapper.
+
+The three models are checked against their pinned SHA-256 BEFORE insightface is touched: insightface
+would otherwise try to download missing files with no timeout (a hang on a firewalled node) or fail
+with a bare AssertionError. They are then loaded once through insightface's own `model_zoo.get_model`
+(which routes each file to its class by the ONNX signature) and reused for every target of the task.
+
+`device` is what ONNX Runtime actually runs, read back from the sessions: a GPU build of onnxruntime
+lists CUDAExecutionProvider even when CUDA or cuDNN cannot load, and then silently runs on the CPU,
+ten to fifty times slower. That case is logged as a WARNING so it shows in the task log.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+
+import numpy as np
+
+from ..errors import EngineUnavailable, ModelError, SourceError
+from ..models import INSIGHTFACE_MODELS, verify_models
+from .base import Face, Identity
+
+log = logging.getLogger("worker.engines.insightface")
+
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+#: FaceFusion's default reference_face_distance for ArcFace embeddings (cosine distance)
+REFERENCE_DISTANCE = 0.6
+DET_SIZE = (640, 640)
+DET_THRESH = 0.5
+
+
+def default_providers(available: list[str]) -> list[str]:
+    """CUDA with the CPU as fallback when this onnxruntime build offers CUDA, else the CPU alone."""
+    return [CUDA, CPU] if CUDA in available else [CPU]
+
+
+@contextlib.contextmanager
+def _quiet_insightface():
+    """insightface prints to stdout and triggers a scikit-image FutureWarning on every alignment;
+    neither helps a person reading a task log."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*estimate.* is deprecated", category=FutureWarning)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            yield
+        if out.getvalue().strip():
+            log.debug("insightface said: %s", out.getvalue().strip())
+
+
+def _normalised(vec: np.ndarray) -> np.ndarray:
+    # float32 throughout: numpy 2 would promote to float64, which the ONNX sessions refuse.
+    vec = np.asarray(vec, dtype=np.float32).ravel()
+    norm = float(np.linalg.norm(vec))
+    return (vec / np.float32(norm)).astype(np.float32) if norm > 0 else vec
+
+
+class InsightFaceEngine:
+    """Engine protocol (see base.py) on insightface's models, loaded once per task."""
+
+    name = "insightface"
+    default_reference_distance = REFERENCE_DISTANCE
+
+    def __init__(self, models_dir=None, registry=None, providers: list[str] | None = None):
+        # 1. Fail fast on missing/corrupt files, with the fix in the message (ModelError).
+        paths = verify_models(models_dir, INSIGHTFACE_MODELS, registry=registry)
+        try:
+            import onnxruntime
+            from insightface import model_zoo
+            from insightface.app.common import Face as NativeFace
+        except ImportError as exc:
+            raise EngineUnavailable(
+                f"the insightface engine needs the insightface and onnxruntime packages on this node ({exc})"
+            ) from exc
+        self._NativeFace = NativeFace
+        available = list(onnxruntime.get_available_providers())
+        requested = list(providers) if providers else default_providers(available)
+
+        # 2. Load each model once. Absolute paths: get_model resolves relative ones against the CWD.
+        #    ctx_id 0 leaves the providers as requested (a negative ctx_id would rebuild the sessions
+        #    for the CPU); the provider list alone decides where inference runs.
+        loaded = {}
+        for key, want in zip(INSIGHTFACE_MODELS, ("SCRFD", "ArcFaceONNX", "INSwapper")):
+            path = str(paths[key].resolve())
+            try:
+                with _quiet_insightface():
+                    model = model_zoo.get_model(path, providers=requested)
+            except Exception as exc:  # onnxruntime raises its own types for unloadable graphs
+                raise ModelError(f"model file {paths[key].name} at {path} could not be loaded: {exc}") from exc
+            if type(model).__name__ != want:
+                raise ModelError(
+                    f"model file {paths[key].name} at {path} loaded as {type(model).__name__}, not {want}; "
+                    f"check the model registry"
+                )
+            loaded[key] = model
+        self._det, self._rec, self._swapper = loaded["det_10g"], loaded["w600k_r50"], loaded["inswapper_128"]
+        self._det.prepare(0, input_size=DET_SIZE, det_thresh=DET_THRESH)
+        self._rec.prepare(0)
+        # insightface builds a fixed-size detector session on first use: do it now, so model loading
+        # is all paid (and timed) here and no session is created while targets are processed.
+        with _quiet_insightface():
+            self._det.detect(np.zeros((DET_SIZE[1], DET_SIZE[0], 3), np.uint8))
+
+        # 3. Read back what actually runs.
+        actual = {key: m.session.get_providers()[0] for key, m in loaded.items()}
+        kinds = set(actual.values())
+        self.device = actual["inswapper_128"] if len(kinds) == 1 else ", ".join(f"{k}={v}" for k, v in actual.items())
+        self.providers_requested = requested
+        log.info("insightface: providers requested %s (available %s), running on %s", requested, available, self.device)
+        if (CUDA in requested or CUDA in available) and CPU in kinds:
+            log.warning(
+                "insightface: CUDA was %s but ONNX Runtime runs %s on the CPU (much slower). Check the node's "
+                "CUDA/cuDNN libraries against the onnxruntime-gpu version, and that no CPU-only onnxruntime "
+                "is installed next to it.",
+                "requested" if CUDA in requested else "available",
+                ", ".join(k for k, v in actual.items() if v == CPU),
+            )
+
+    # ---- Engine protocol ------------------------------------------------------------------------
+
+    def detect(self, image: np.ndarray) -> list[Face]:
+        """All faces, largest first; each keeps insightface's own Face in `native` (bbox, kps, det_score)."""
+        with _quiet_insightface():
+            boxes, kpss = self._det.detect(image, max_num=0)
+        faces = []
+        for i in range(boxes.shape[0]):
+            bbox = boxes[i, :4].astype(np.float32)
+            kps = kpss[i].astype(np.float32) if kpss is not None else np.zeros((5, 2), np.float32)
+            native = self._NativeFace(bbox=bbox, kps=kps, det_score=float(boxes[i, 4]))
+            faces.append(Face(bbox=tuple(float(v) for v in bbox), landmarks=kps, score=float(boxes[i, 4]),
+                              native=native))
+        faces.sort(key=lambda f: f.area, reverse=True)
+        return faces
+
+    def embed(self, image: np.ndarray, face: Face) -> np.ndarray:
+        native = self._native(face)
+        with _quiet_insightface():
+            raw = self._rec.get(image, native)
+        emb = _normalised(raw)
+        # `normed_embedding` is a read-only property of insightface's Face: set `embedding` instead.
+        native.embedding = emb
+        face.embedding = emb
+        return emb
+
+    def identity(self, sources: list[np.ndarray]) -> Identity:
+        """The mean of the normalised embeddings of the largest face of each source image."""
+        embeddings = []
+        for image in sources:
+            faces = self.detect(image)
+            if faces:
+                embeddings.append(self.embed(image, faces[0]))
+        if not embeddings:
+            raise SourceError(f"no face found in the source image{'s' if len(sources) != 1 else ''} "
+                              f"({len(sources)} checked); use a clear, front-facing photo of the person")
+        mean = _normalised(np.mean(np.stack(embeddings), axis=0))
+        return Identity(embedding=mean, sources_used=len(embeddings), native=self._NativeFace(embedding=mean))
+
+    def swap(self, image: np.ndarray, faces: list[Face], identity: Identity) -> np.ndarray:
+        source = identity.native
+        if not isinstance(source, self._NativeFace) or source.embedding is None:
+            source = self._NativeFace(embedding=_normalised(identity.embedding))
+        out = image.copy()
+        with _quiet_insightface():
+            for face in faces:
+                # Chained: each face is pasted into the result of the previous one.
+                out = self._swapper.get(out, self._native(face), source, paste_back=True)
+        return np.ascontiguousarray(out, dtype=np.uint8)
+
+    # ---- helpers --------------------------------------------------------------------------------
+
+    def _native(self, face: Face):
+        """insightface's Face for `face`; rebuilt from the 5 landmarks when it came from elsewhere."""
+        if isinstance(face.native, self._NativeFace) and face.native.kps is not None:
+            return face.native
+        kps = np.asarray(face.landmarks, dtype=np.float32)
+        if kps.shape != (5, 2):
+            raise ValueError(f"the insightface engine needs 5 landmarks per face, got shape {kps.shape}")
+        face.native = self._NativeFace(bbox=np.asarray(face.bbox, np.float32), kps=kps, det_score=face.score)
+        return face.native
