@@ -3,7 +3,7 @@
 Runs ONE real task (`python -m worker run`, a separate process as on a node) over N images made
 from photos that packages ship, then reads the task's progress record and prints:
 
-  model-load seconds, steady-state seconds per image (median of targets after the first 5),
+  model-load seconds, steady-state seconds per image (mean of the targets after the first 5),
   per-image time in the task (task wall time / N) and the ratio of the two (target <= 1.1).
 
 Usage: .venv/bin/python bench/worker_throughput.py [--images 50] [--engine classic|insightface|auto]
@@ -83,7 +83,7 @@ def main() -> int:
         return proc.returncode
     [task] = read_progress_dir(work / "out" / "progress")
     secs = [t.seconds for t in task.targets]
-    steady = statistics.median(secs[5:] if len(secs) > 10 else secs)
+    steady = statistics.fmean(secs[5:] if len(secs) > 10 else secs)
     per_image_in_task = wall / len(secs)
     swapped = sum(t.faces_swapped for t in task.targets)
     found = sum(t.faces_found for t in task.targets)

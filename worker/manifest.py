@@ -158,7 +158,7 @@ class Manifest:
         for i, t in enumerate(raw_targets):
             if not isinstance(t, dict) or "path" not in t:
                 raise ManifestError(f"targets[{i}] must be an object with 'path' (and optional 'output')")
-            output = t.get("output") or PurePosixPath(str(t["path"])).name
+            output = t.get("output") or default_output_name(str(t["path"]))
             check_output_name(output, f"targets[{i}].output")
             if output in seen_outputs:
                 raise ManifestError(f"targets[{i}].output {output!r} is used by two targets")
@@ -227,6 +227,15 @@ def check_output_name(name: Any, what: str = "output name") -> None:
     p = PurePosixPath(name)
     if p.is_absolute() or ".." in p.parts or name.endswith("/"):
         raise ManifestError(f"{what} {name!r} must stay inside the outputs folder")
+
+
+def default_output_name(target_path: str) -> str:
+    """The output's name for a target: its file name, except videos whose container cannot hold
+    H.264 (WebM) are written as .mp4."""
+    from .ffmpeg import output_name_for_video
+
+    name = PurePosixPath(target_path).name
+    return output_name_for_video(name) if name.lower().endswith(VIDEO_EXTENSIONS) else name
 
 
 def make_chunks(n_targets: int, chunk_size: int) -> list[list[int]]:

@@ -112,8 +112,17 @@ def _process_image(swapper: Swapper, target: Path, output: Path) -> Outcome:
 
 
 def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root) -> Outcome:
-    from .video import process_video
+    from .ffmpeg import output_name_for_video
+    from .video import probe_video, process_video
 
+    if output_name_for_video(output.name) != output.name:
+        raise TargetError(f"H.264 video cannot be stored as {output.suffix}; name the output "
+                          f"{output_name_for_video(output.name)}")
+    info = probe_video(target)
+    limit = swapper.options.max_pixels
+    if info.width * info.height > limit:
+        raise TargetError(f"{target.name} is {info.width}x{info.height}, over the limit of {limit / 1e6:.0f} "
+                          f"megapixels per frame; scale it down and try again")
     res = process_video(
         target,
         output,

@@ -18,7 +18,7 @@ def good(**over):
         "version": 1,
         "job": "j1",
         "sources": ["src/face.jpg"],
-        "targets": [{"path": "in/a.jpg", "output": "a.jpg"}, {"path": "/abs/b.png"}],
+        "targets": [{"path": "in/a.jpg", "output": "a.jpg"}, {"path": "/abs/b.png"}, {"path": "clip.webm"}],
         "chunks": [[0], [1]],
         "output_dir": "out",
         "engine": {"name": "classic", "face_selector": "one"},
@@ -32,6 +32,7 @@ def test_it_loads_and_resolves_relative_paths(tmp_path):
     assert m.sources == (str(tmp_path / "src/face.jpg"),)
     assert m.targets[0].path == str(tmp_path / "in/a.jpg")
     assert m.targets[1].output == "b.png"  # defaults to the target's file name
+    assert m.targets[2].output == "clip.mp4" and m.targets[2].is_video  # H.264 cannot go in WebM
     assert m.output_path(1) == tmp_path / "out" / "outputs" / "b.png"
     assert m.chunk(1) == (1,)
     assert m.engine.face_selector == "one"
@@ -49,7 +50,7 @@ def test_it_round_trips_through_json(tmp_path):
         ({"version": 2}, "version 2 is not supported"),
         ({"sources": []}, "at least one source"),
         ({"targets": []}, "at least one target"),
-        ({"chunks": [[0, 5]]}, "chunks\\[0\\] names target index 5, but there are 2 targets"),
+        ({"chunks": [[0, 5]]}, "chunks\\[0\\] names target index 5, but there are 3 targets"),
         ({"chunks": [[]]}, "non-empty list"),
         ({"engine": {"name": "magic"}}, "engine.name must be one of auto, classic, insightface"),
         ({"engine": {"face_selector": "reference"}}, "needs engine.reference_face"),

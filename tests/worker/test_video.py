@@ -1,0 +1,361 @@
+"""worker.ffmpeg builders (list equality, no processes) and worker.video on short clips made here."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worker import ffmpeg as ff
+from worker.errors import TargetError
+from worker.ffmpeg import VideoInfo, output_name_for_video
+from worker.video import probe_video, process_video, stderr_tail
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# -- pure builders -----------------------------------------------------------------------------
+
+def test_it_builds_the_probe_command():
+    assert ff.probe_command("/in/a.mp4") == [
+        "ffprobe", "-v", "error", "-protocol_whitelist", "file",
+        "-print_format", "json", "-show_streams", "-show_format", "file:/in/a.mp4"]
+
+
+def test_it_builds_the_decode_command_for_old_and_new_ffmpeg():
+    assert ff.decode_command("/in/a.mp4", 1, (5, 1)) == [
+        "ffmpeg", "-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i", "file:/in/a.mp4",
+        "-map", "0:1", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "bgr24", "-"]
+    assert ff.decode_command("/in/a.mp4", 0, (4, 4))[9:12] == ["0:0", "-vsync", "passthrough"]
+    assert ff.passthrough_args(None) == ["-fps_mode", "passthrough"]  # git builds are recent
+
+
+def test_it_builds_the_encode_command():
+    assert ff.encode_command(320, 240, Fraction(30000, 1001), "/t/video.mp4") == [
+        "ffmpeg", "-nostdin", "-v", "error", "-y",
+        "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", "320x240", "-r", "30000/1001", "-i", "-",
+        "-map", "0:v:0", "-fps_mode", "passthrough",
+        "-vf", "scale=out_color_matrix=bt709:out_range=tv:flags=accurate_rnd,format=yuv420p",
+        "-c:v", "libx264", "-preset", "veryfast", "-crf", "18",
+        "-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709", "-color_range", "tv",
+        "-f", "mp4", "file:/t/video.mp4"]
+
+
+def test_it_encodes_odd_sizes_444_and_keeps_the_aspect_ratio():
+    cmd = ff.encode_command(321, 241, Fraction(25), "/t/v.mp4", sar="32:27")
+    assert cmd[cmd.index("-vf") + 1] == (
+        "scale=out_color_matrix=bt709:out_range=tv:flags=accurate_rnd,format=yuv444p,setsar=32/27")
+    assert [ff.pix_fmt_for(w, h) for w, h in [(320, 240), (321, 240), (320, 241)]] == ["yuv420p", "yuv444p", "yuv444p"]
+
+
+def test_it_builds_the_mux_command():
+    assert ff.mux_command("/t/v.mp4", "/in/a.mov", "/t/out.mp4", "mp4", ["-c:a", "copy"]) == [
+        "ffmpeg", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file", "-i", "file:/t/v.mp4",
+        "-protocol_whitelist", "file", "-i", "file:/in/a.mov", "-map", "0:v:0", "-map", "1:a?", "-c:a", "copy",
+        "-c:v", "copy", "-movflags", "+faststart", "-f", "mp4", "file:/t/out.mp4"]
+    assert ff.mux_command("/t/v.mp4", "/in/a.mkv", "/t/out.mkv", "matroska", None) == [
+        "ffmpeg", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file", "-i", "file:/t/v.mp4",
+        "-map", "0:v:0", "-c:v", "copy", "-f", "matroska", "file:/t/out.mkv"]
+
+
+def test_it_copies_audio_only_where_the_container_takes_it():
+    aac = ["-c:a", "aac", "-b:a", "192k"]
+    assert ff.audio_args("mp4", ()) is None
+    assert ff.audio_args("mp4", ("aac",)) == ["-c:a", "copy"]
+    assert ff.audio_args("mp4", ("opus",)) == aac
+    assert ff.audio_args("mp4", ("aac", "vorbis")) == aac
+    assert ff.audio_args("mp4", ("pcm_s16le",)) == aac
+    assert ff.audio_args("mov", ("pcm_s16le",)) == ["-c:a", "copy"]
+    assert ff.audio_args("matroska", ("opus",)) == ["-c:a", "copy"]
+
+
+def test_it_names_webm_outputs_mp4():
+    assert output_name_for_video("clip.webm") == "clip.mp4"
+    assert output_name_for_video("sub/Clip.WEBM") == "sub/Clip.mp4"
+    assert [output_name_for_video(n) for n in ("a.mp4", "b.mov", "c.mkv")] == ["a.mp4", "b.mov", "c.mkv"]
+    assert [ff.container_for(n) for n in ("a.mp4", "b.MOV", "c.mkv")] == ["mp4", "mov", "matroska"]
+    with pytest.raises(ValueError, match="output_name_for_video"):
+        ff.container_for("a.webm")
+
+
+def test_it_parses_ffmpeg_versions():
+    assert ff.parse_version("ffmpeg version 5.1.9-0+deb12u1 Copyright") == (5, 1)
+    assert ff.parse_version("ffmpeg version n6.0 Copyright") == (6, 0)
+    assert ff.parse_version("ffmpeg version N-113245-g1234abcd Copyright") is None
+
+
+def _probe_json(**video):
+    stream = {"index": 0, "codec_type": "video", "width": 1920, "height": 1080,
+              "r_frame_rate": "30000/1001", "avg_frame_rate": "30000/1001", "nb_frames": "300", **video}
+    return {"format": {"format_name": "mov,mp4,m4a,3gp,3g2,mj2", "duration": "10.01"},
+            "streams": [stream, {"index": 1, "codec_type": "audio", "codec_name": "aac"}]}
+
+
+def test_it_parses_a_probe():
+    info = ff.parse_probe(_probe_json(), "a.mp4")
+    assert info == VideoInfo(width=1920, height=1080, fps=Fraction(30000, 1001), frames=300, has_audio=True,
+                             duration=10.01, rotation=0, stream_index=0, audio_codecs=("aac",), sar=None,
+                             format_name="mov,mp4,m4a,3gp,3g2,mj2")
+
+
+def test_it_gives_the_upright_size_of_rotated_videos():
+    side = [{"side_data_type": "Display Matrix", "rotation": -90}]
+    info = ff.parse_probe(_probe_json(side_data_list=side, sample_aspect_ratio="4:3"), "a.mp4")
+    assert (info.width, info.height, info.rotation, info.sar) == (1080, 1920, 270, "3:4")
+    old = ff.parse_probe(_probe_json(tags={"rotate": "180"}), "a.mp4")  # ffprobe before 5.0
+    assert (old.width, old.height, old.rotation) == (1920, 1080, 180)
+
+
+def test_it_encodes_variable_frame_rate_at_the_average_rate():
+    info = ff.parse_probe(_probe_json(r_frame_rate="90000/1", avg_frame_rate="24000/1001", nb_frames=None), "a.mp4")
+    assert info.fps == Fraction(24000, 1001)
+    assert info.frames is None and info.estimated_frames == 240  # 10.01 s x 23.976
+
+
+def test_it_skips_cover_art_and_rejects_what_is_not_a_video():
+    data = _probe_json(index=1)
+    data["streams"].insert(0, {"index": 0, "codec_type": "video", "width": 600, "height": 600,
+                               "r_frame_rate": "90000/1", "disposition": {"attached_pic": 1}})
+    assert ff.parse_probe(data, "a.mp4").stream_index == 1
+    audio_only = {"format": {"format_name": "mov,mp4,m4a,3gp,3g2,mj2"}, "streams": [{"codec_type": "audio"}]}
+    with pytest.raises(TargetError, match="a.mp4 has no video stream"):
+        ff.parse_probe(audio_only, "a.mp4")
+    with pytest.raises(TargetError, match="still image"):
+        ff.parse_probe({"format": {"format_name": "png_pipe"}, "streams": [{"codec_type": "video"}]}, "a.mp4")
+    with pytest.raises(TargetError, match="not a video"):
+        ff.parse_probe({"format": {"format_name": "hls"}, "streams": [{"codec_type": "video"}]}, "a.mp4")
+
+
+def test_it_shortens_ffmpeg_stderr():
+    err = "[h264 @ 0x55d1c0] bad\n\n[mov,mp4 @ 0x7f00ab] partial file\nError while decoding\n"
+    assert stderr_tail(err) == "[h264] bad | [mov,mp4] partial file | Error while decoding"
+    assert stderr_tail(err, max_lines=1) == "Error while decoding"
+
+
+# -- real ffmpeg: clips made by the tests --------------------------------------------------------
+
+def _ffmpeg(*args: str) -> None:
+    subprocess.run(["ffmpeg", "-v", "error", "-y", *args], check=True)
+
+
+def _lavfi(out: Path, size: str, seconds: float, *codec: str, rate: int = 25, vf: tuple[str, ...] = ()) -> Path:
+    _ffmpeg("-f", "lavfi", "-i", f"testsrc2=size={size}:rate={rate}:duration={seconds}",
+            "-f", "lavfi", "-i", f"sine=frequency=440:duration={seconds}", *vf, *codec, str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    if not (shutil.which("ffmpeg") and shutil.which("ffprobe")):
+        pytest.skip("ffmpeg/ffprobe not installed")
+    d = tmp_path_factory.mktemp("clips")
+    h264 = ("-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p")
+    c = {
+        "mp4": _lavfi(d / "a.mp4", "320x240", 2, *h264, "-c:a", "aac"),
+        "odd": _lavfi(d / "odd.mov", "322x242", 2, "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le",
+                      vf=("-vf", "format=yuv444p,crop=321:241:0:0")),  # testsrc2 makes even sizes only
+        "webm": _lavfi(d / "w.webm", "320x240", 2, "-c:v", "libvpx-vp9", "-deadline", "realtime",
+                       "-cpu-used", "8", "-c:a", "libopus"),
+        # every third frame dropped, timestamps kept: a variable frame rate
+        "vfr": _lavfi(d / "vfr.mp4", "320x240", 2, *h264, "-c:a", "aac", rate=30,
+                      vf=("-vf", "select='not(eq(mod(n,3),1))'", "-fps_mode", "vfr")),
+        "long": _lavfi(d / "long.mp4", "320x240", 20, *h264, "-c:a", "aac"),
+    }
+    _ffmpeg("-i", str(c["mp4"]), "-c", "copy", "-metadata:s:v:0", "rotate=90", str(d / "rot.mp4"))
+    c["rot"] = d / "rot.mp4"
+    big = _lavfi(d / "big.mp4", "320x240", 2, "-c:v", "libx264", "-preset", "ultrafast", "-crf", "5", "-c:a", "aac")
+    _ffmpeg("-i", str(big), "-c", "copy", "-movflags", "+faststart", str(d / "big_fs.mp4"))
+    for name, src in (("trunc_index", big), ("trunc_frames", d / "big_fs.mp4")):
+        (d / f"{name}.mp4").write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+        c[name] = d / f"{name}.mp4"
+    return c
+
+
+def _stream(path: Path) -> dict:
+    out = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                          "stream=width,height,r_frame_rate,nb_read_frames:stream_side_data=rotation:format=duration",
+                          "-of", "json", str(path)], check=True, capture_output=True).stdout
+    data = json.loads(out)
+    audio = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a", "-show_entries", "stream=codec_name",
+                            "-of", "csv=p=0", str(path)], check=True, capture_output=True, text=True).stdout.split()
+    return {**data["streams"][0], "duration": float(data["format"]["duration"]), "audio": audio}
+
+
+def _first_frame(path: Path, w: int, h: int) -> np.ndarray:
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-frames:v", "1", "-f", "rawvideo",
+                          "-pix_fmt", "bgr24", "-"], check=True, capture_output=True).stdout
+    return np.frombuffer(raw, np.uint8).reshape(h, w, 3)
+
+
+def _white_corner(frame: np.ndarray) -> tuple[np.ndarray, int, int]:
+    frame[:16, :16] = 255
+    return frame, 1, 1
+
+
+@pytest.mark.parametrize("clip, out_name, audio", [
+    ("mp4", "out.mp4", "copied"),
+    ("mp4", "out.mkv", "copied"),
+    ("odd", "out.mov", "copied"),  # PCM is fine in MOV
+    ("odd", "out.mp4", "re-encoded to AAC"),  # ... but not in MP4
+    ("webm", output_name_for_video("out.webm"), "re-encoded to AAC"),  # opus -> AAC in MP4
+    ("vfr", "out.mp4", "copied"),
+    ("rot", "out.mp4", "copied"),
+])
+def test_it_keeps_frame_count_rate_size_and_audio(clips, tmp_path, clip, out_name, audio):
+    src, dst = clips[clip], tmp_path / out_name
+    before = _stream(src)
+    info = probe_video(src)
+    calls = []
+    result = process_video(src, dst, _white_corner, on_progress=lambda d, t: calls.append((d, t)))
+    after = _stream(dst)
+    n = int(before["nb_read_frames"])
+    assert int(after["nb_read_frames"]) == result.frames == n
+    assert (result.faces_found, result.faces_swapped, result.audio) == (n, n, audio)
+    assert (int(after["width"]), int(after["height"])) == (info.width, info.height)
+    assert not after.get("side_data_list")  # frames were turned upright, no rotation flag left
+    assert Fraction(after["r_frame_rate"]) == info.fps
+    assert abs(after["duration"] - before["duration"]) < 0.1
+    assert len(after["audio"]) == 1
+    assert calls[-1] == (n, n) and len(calls) == -(-n // 25)
+    assert _first_frame(dst, info.width, info.height)[:16, :16].min() >= 240
+    assert _first_frame(src, info.width, info.height)[:16, :16].mean() < 200
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out_name]
+
+
+def test_it_sizes_rotated_and_odd_videos_as_displayed(clips):
+    assert (probe_video(clips["rot"]).width, probe_video(clips["rot"]).height) == (240, 320)
+    assert probe_video(clips["rot"]).rotation == 90
+    assert (probe_video(clips["odd"]).width, probe_video(clips["odd"]).height) == (321, 241)
+    assert probe_video(clips["webm"]).frames is None and probe_video(clips["webm"]).estimated_frames == 50
+
+
+def test_it_reports_progress_every_n_frames(clips, tmp_path):
+    calls = []
+    process_video(clips["mp4"], tmp_path / "o.mp4", lambda f: (f, 0, 0), progress_every=20,
+                  on_progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(20, 50), (40, 50), (50, 50)]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda c, d: c["trunc_index"], r"is truncated or damaged \(its index is missing"),
+    (lambda c, d: c["trunc_frames"], r"is truncated or damaged: only \d+ of 50 frames"),
+    (lambda c, d: _write(d / "text.mp4", b"this is not a video\n" * 100), "is not a video this worker can read"),
+    (lambda c, d: _write(d / "image.mp4", _png()), "is a still image, not a video"),
+    (lambda c, d: _write(d / "zero.mp4", b""), r"is empty \(0 bytes\)"),
+    (lambda c, d: d / "missing.mp4", "file not found: missing.mp4"),
+])
+def test_it_rejects_broken_files_in_plain_words(clips, tmp_path, make, message):
+    src = make(clips, tmp_path)
+    dst = tmp_path / "out" / "o.mp4"
+    tmp_root = tmp_path / "tmp"
+    tmp_root.mkdir()
+    with pytest.raises(TargetError, match=message):
+        process_video(src, dst, lambda f: (f, 0, 0), tmp_root=tmp_root)
+    assert not dst.parent.exists() and list(tmp_root.iterdir()) == []
+
+
+def test_it_cleans_up_when_frame_fn_fails(clips, tmp_path):
+    dst, tmp_root = tmp_path / "o.mp4", tmp_path / "tmp"
+    dst.write_bytes(b"earlier output")
+    tmp_root.mkdir()
+
+    def fails_at_ten(frame, seen=[]):
+        seen.append(1)
+        if len(seen) == 10:
+            raise RuntimeError("engine crashed")
+        return frame, 0, 0
+
+    with pytest.raises(RuntimeError, match="engine crashed"):
+        process_video(clips["mp4"], dst, fails_at_ten, tmp_root=tmp_root)
+    assert dst.read_bytes() == b"earlier output" and list(tmp_root.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.mp4", "tmp"]
+    assert _processes_mentioning(str(clips["mp4"])) == []
+    with pytest.raises(ValueError, match="uint8 array of shape"):
+        process_video(clips["mp4"], dst, lambda f: (f[:10], 0, 0), tmp_root=tmp_root)
+    assert list(tmp_root.iterdir()) == []
+
+
+def test_it_re_encodes_audio_when_the_container_refuses_a_copy(clips, tmp_path, monkeypatch):
+    # MP4 refuses PCM; pretend the copy rules said yes, so the first mux fails and is retried
+    monkeypatch.setattr(ff, "audio_args", lambda container, codecs: ["-c:a", "copy"])
+    result = process_video(clips["odd"], tmp_path / "o.mp4", lambda f: (f, 0, 0))
+    assert result.audio == "re-encoded to AAC" and _stream(tmp_path / "o.mp4")["audio"] == ["aac"]
+
+
+def test_it_ends_progress_at_all_frames_done_when_the_total_was_an_estimate(clips, tmp_path):
+    calls = []
+    process_video(clips["webm"], tmp_path / "o.mkv", lambda f: (f, 0, 0), progress_every=50,
+                  on_progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (50, 50) and probe_video(clips["webm"]).frames is None
+
+
+def test_it_refuses_a_webm_output_name(clips, tmp_path):
+    with pytest.raises(ValueError, match="output_name_for_video"):
+        process_video(clips["webm"], tmp_path / "o.webm", lambda f: (f, 0, 0))
+
+
+SIGTERM_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from worker.signals import install_sigterm_handler
+    from worker.video import process_video
+    install_sigterm_handler()
+    def slow(frame):
+        time.sleep(0.01)
+        return frame, 0, 0
+    def progress(done, total):
+        print("progress", done, total, flush=True)
+    process_video(sys.argv[1], sys.argv[2], slow, progress_every=5, on_progress=progress)
+    print("finished", flush=True)
+""")
+
+
+def test_it_cleans_up_on_sigterm(clips, tmp_path):
+    tmpdir, dst = tmp_path / "tmp", tmp_path / "out" / "o.mp4"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, str(clips["long"]), str(dst)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().startswith("progress 5 500")
+        assert any(tmpdir.iterdir())  # the encoder is writing its temp file
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert rc == 128 + signal.SIGTERM
+    assert "finished" not in proc.stdout.read()
+    assert list(tmpdir.iterdir()) == [] and not dst.exists() and not dst.with_name("o.mp4.part").exists()
+    assert _processes_mentioning(str(clips["long"])) == []  # both ffmpeg children are gone
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _png() -> bytes:
+    import cv2
+
+    return cv2.imencode(".png", np.zeros((40, 60, 3), np.uint8))[1].tobytes()
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Pids of live (not zombie) processes whose command line contains `text` (Linux /proc)."""
+    pids = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            if text in (p / "cmdline").read_bytes().decode(errors="replace") and \
+                    ") Z" not in (p / "stat").read_text():
+                pids.append(int(p.name))
+        except OSError:
+            continue
+    return pids

@@ -1,0 +1,248 @@
+"""Videos: probe, then stream frames decoder -> frame_fn -> encoder, then add the source's audio.
+
+No frame ever touches the disk: ffmpeg decodes to raw BGR on a pipe, `frame_fn` changes each frame,
+a second ffmpeg encodes from a pipe. Only the encoded temp files live in a private temporary folder
+(under `tmp_root`, else $TMPDIR: Slurm nodes usually point that at local scratch), and the result
+reaches `dst` only when everything succeeded (copied to `dst.part`, then renamed over `dst`). Both
+ffmpeg processes are killed and waited for, and the temp folder removed, on every way out,
+including SIGTERM once `worker.signals.install_sigterm_handler()` is installed.
+
+Command lines and format choices (odd sizes, colours, audio, .webm) are in `worker.ffmpeg`.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable
+
+import numpy as np
+
+from . import ffmpeg as ff
+from .errors import TargetError
+from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
+
+FrameFn = Callable[[np.ndarray], "tuple[np.ndarray, int, int]"]
+ProgressFn = Callable[[int, "int | None"], None]
+
+PROBE_TIMEOUT_S = 120
+MUX_TIMEOUT_S = 600
+#: frames a source may lack against its own header before a decode with errors counts as truncated
+#: (edit lists legitimately hide a few frames of an intact MP4)
+MISSING_FRAMES_TOLERATED = 2
+
+
+@dataclass
+class VideoResult:
+    frames: int
+    faces_found: int  # summed over all frames
+    faces_swapped: int
+    audio: str = "none"  # "copied", "re-encoded to AAC" or "none"
+
+
+@functools.lru_cache(maxsize=1)
+def ffmpeg_version() -> tuple[int, int] | None:
+    try:
+        out = subprocess.run([ff.FFMPEG, "-version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return ff.parse_version(out)
+
+
+def stderr_tail(text: str | bytes, max_lines: int = 4, max_chars: int = 400) -> str:
+    """The last lines ffmpeg wrote, without its `[mov,mp4 @ 0x55d...]` pointer noise, on one line."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    lines = [re.sub(r"\s*@ 0x[0-9a-f]+\]", "]", ln).strip() for ln in text.splitlines()]
+    tail = " | ".join([ln for ln in lines if ln][-max_lines:])
+    return tail[-max_chars:]
+
+
+def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    except FileNotFoundError:
+        raise TargetError(f"{cmd[0]} is not installed on this node; videos cannot be processed") from None
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"{cmd[0]} took longer than {timeout:.0f} s and was stopped") from None
+
+
+def probe_video(path: str | os.PathLike) -> VideoInfo:
+    """Read a video's size, rate, frame count, audio and rotation; TargetError in plain words for
+    missing, empty, truncated or non-video files."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise TargetError(f"file not found: {path.name}") from None
+    except OSError as exc:
+        raise TargetError(f"cannot read {path.name}: {exc.strerror}") from None
+    if size == 0:
+        raise TargetError(f"{path.name} is empty (0 bytes); upload the file again")
+    proc = _run(ff.probe_command(path.absolute()), PROBE_TIMEOUT_S)
+    err = proc.stderr.decode("utf-8", "replace").replace(ff.file_url(path.absolute()) + ": ", "")
+    if proc.returncode != 0:
+        if "moov atom not found" in err and _looks_like_mp4(path):
+            raise TargetError(f"{path.name} is truncated or damaged (its index is missing, typical of an "
+                              "interrupted upload or recording); upload the complete file again")
+        raise TargetError(f"{path.name} is not a video this worker can read ({stderr_tail(err, 1)}); "
+                          "upload an MP4, MOV, MKV or WebM file")
+    try:
+        data = json.loads(proc.stdout or b"{}")
+    except json.JSONDecodeError:
+        raise TargetError(f"{path.name}: ffprobe gave an unreadable answer") from None
+    return ff.parse_probe(data, path.name)
+
+
+def _looks_like_mp4(path: Path) -> bool:
+    """An MP4/MOV starts with a box such as `ftyp`; a text or other file that ffmpeg only tried as
+    MP4 because of its name does not (then it is "not a video", not "truncated")."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    return head[4:8] in (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip", b"pnot", b"uuid")
+
+
+def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: FrameFn, *,
+                  tmp_root: str | os.PathLike | None = None, progress_every: int = 25,
+                  on_progress: ProgressFn | None = None) -> VideoResult:
+    """Write `src` with every frame replaced by `frame_fn(frame)[0]` to `dst` (.mp4/.mov/.mkv).
+
+    `frame_fn(bgr)` gets a writable uint8 (H, W, 3) BGR array, upright, and returns (frame of the
+    same shape, faces_found, faces_swapped). `on_progress(frames_done, frames_total)` is called every
+    `progress_every` frames and at the end (the last call has frames_total == frames_done); frames_total is
+    the container's count or an estimate from the duration, None if neither is known.
+    The output has the source's frame count, rate, display size and audio streams. Raises
+    TargetError (with ffmpeg's last words) when the source cannot be read or ffmpeg fails;
+    `dst` is then left untouched.
+    """
+    src, dst = Path(src), Path(dst)
+    container = ff.container_for(dst.name)  # before any work: a wrong name is the caller's bug
+    info = probe_video(src)
+    part = dst.with_name(dst.name + ".part")
+    with tempfile.TemporaryDirectory(prefix="video-", dir=tmp_root) as tmp:
+        try:
+            video = Path(tmp) / "video.mp4"
+            frames, found, swapped = _transcode(src.absolute(), video, info, frame_fn, Path(tmp),
+                                                max(1, int(progress_every)), on_progress)
+            muxed = Path(tmp) / f"out{dst.suffix.lower()}"
+            audio = _mux(video, src.absolute(), muxed, container, info)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(muxed), part)  # a copy when TMPDIR is another file system
+            os.replace(part, dst)
+        finally:
+            part.unlink(missing_ok=True)
+    return VideoResult(frames=frames, faces_found=found, faces_swapped=swapped, audio=audio)
+
+
+def _read_frame(stream: IO[bytes], shape: tuple[int, int, int]) -> np.ndarray | None:
+    """The next whole frame, None at a clean end of stream; TargetError for half a frame."""
+    frame = np.empty(shape, np.uint8)
+    view = memoryview(frame).cast("B")
+    got = 0
+    while got < len(view):
+        n = stream.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    if got == 0:
+        return None
+    if got < len(view):
+        raise TargetError("the video decoder stopped in the middle of a frame")
+    return frame
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    """Kill (if still running) and reap a child; close our ends of its pipes."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe:
+            try:
+                pipe.close()
+            except OSError:  # BrokenPipeError flushing a dead encoder's stdin
+                pass
+
+
+def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Path,
+               progress_every: int, on_progress: ProgressFn | None) -> tuple[int, int, int]:
+    version = ffmpeg_version()
+    shape = (info.height, info.width, 3)
+    total = info.estimated_frames
+    done = found = swapped = 0
+    reported: tuple[int, int | None] = (0, 0)
+    dec = enc = None
+    # stderr goes to files, not pipes: nobody has to drain it, so it can never block ffmpeg
+    with open(tmp / "decode.log", "w+b") as dec_log, open(tmp / "encode.log", "w+b") as enc_log:
+        try:
+            try:
+                dec = subprocess.Popen(ff.decode_command(src, info.stream_index, version), stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=dec_log)
+                enc = subprocess.Popen(ff.encode_command(info.width, info.height, info.fps, out, sar=info.sar,
+                                                         version=version),
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=enc_log)
+            except FileNotFoundError:
+                raise TargetError("ffmpeg is not installed on this node; videos cannot be processed") from None
+            while (frame := _read_frame(dec.stdout, shape)) is not None:
+                new, f, s = frame_fn(frame)
+                if not (isinstance(new, np.ndarray) and new.shape == shape and new.dtype == np.uint8):
+                    raise ValueError(f"frame_fn must return a uint8 array of shape {shape}, got "
+                                     f"{getattr(new, 'dtype', type(new))} {getattr(new, 'shape', '')}")
+                try:
+                    enc.stdin.write(memoryview(np.ascontiguousarray(new)).cast("B"))
+                except BrokenPipeError:
+                    enc.wait()
+                    raise TargetError(f"video encoding failed ({_log_tail(enc_log)})") from None
+                done, found, swapped = done + 1, found + int(f), swapped + int(s)
+                if on_progress and done % progress_every == 0:
+                    reported = (done, max(total, done) if total else None)
+                    on_progress(*reported)
+            dec_rc = dec.wait()
+            dec_err = _log_tail(dec_log)
+            if dec_rc != 0 or done == 0:
+                raise TargetError(f"the video cannot be decoded{f' after {done} frames' if done else ''} "
+                                  f"({dec_err or f'ffmpeg exit status {dec_rc}'})")
+            if dec_err and total and done + MISSING_FRAMES_TOLERATED < total:
+                raise TargetError(f"{src.name} is truncated or damaged: only {done} of {total} frames could be "
+                                  f"decoded ({dec_err}); upload the complete file again")
+            try:
+                enc.stdin.close()
+            except BrokenPipeError:
+                pass
+            if enc.wait() != 0:
+                raise TargetError(f"video encoding failed ({_log_tail(enc_log) or f'exit status {enc.returncode}'})")
+        finally:
+            _stop(dec)
+            _stop(enc)
+    if on_progress and reported != (done, done):  # the last call always says "all frames done"
+        on_progress(done, done)
+    return done, found, swapped
+
+
+def _log_tail(log: IO[bytes]) -> str:
+    log.flush()
+    log.seek(0)
+    return stderr_tail(log.read()[-8192:])
+
+
+def _mux(video: Path, src: Path, out: Path, container: str, info: VideoInfo) -> str:
+    """Add the source's audio to the encoded video; returns what happened to the audio."""
+    audio = ff.audio_args(container, info.audio_codecs)
+    proc = _run(ff.mux_command(video, src, out, container, audio), MUX_TIMEOUT_S)
+    if proc.returncode != 0 and audio is not None and audio != ff.AAC_ARGS:
+        # stream copy refused (a codec the container does not take): re-encode only the audio
+        audio = list(ff.AAC_ARGS)
+        proc = _run(ff.mux_command(video, src, out, container, audio), MUX_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise TargetError(f"adding the audio to the video failed ({stderr_tail(proc.stderr)})")
+    if audio is None:
+        return "none"
+    return "copied" if audio == ["-c:a", "copy"] else "re-encoded to AAC"
