@@ -40,7 +40,7 @@ else
 fi
 
 node=$(sinfo -h -N -n "$NODE_NAME" -o '%t %G' 2>/dev/null | head -n1)
-if [[ $node =~ ^(idle|mix|alloc|comp)\  ]] && pgrep -x slurmd >/dev/null; then
+if [[ $node =~ ^(idle|mix|alloc|comp)\  ]] && pids_of slurmd >/dev/null; then
   report OK slurmd "node $NODE_NAME ${node%% *}, ${node#* }"
 else
   report FAIL slurmd "node $NODE_NAME is '${node:-unknown}' (want idle; $SLURM_LOG/slurmd.log)"
@@ -58,7 +58,7 @@ fi
 # A tiny real job through the whole chain: sbatch over SSH, gres scheduling, slurmd running it as
 # the service user, accounting recording it.
 if [ "$ssh_ok" = 1 ]; then
-  if job=$(ffp_ssh sbatch --parsable --wrap hostname --time=1 --gres="$FFP_GPU_GRES:1" \
+  if job=$(ffp_run sbatch --parsable --wrap hostname --time=1 --gres="$FFP_GPU_GRES:1" \
     -J ffp-check -o "$FFP_WORK/check-%j.out" 2>&1); then
     job=${job%%;*}
     state=
@@ -91,7 +91,7 @@ fi
 # The worker runs as the service user from the repo's venv: every directory on the way to the
 # repo and to the interpreter the venv links to must be enterable by "others".
 blocked=
-for target in "$FFP_REPO/worker" "$FFP_REPO/.venv/bin" "$(realpath "$FFP_PYTHON" 2>/dev/null)"; do
+for target in "$FFP_REPO/worker" "$(dirname "$FFP_PYTHON")" "$(realpath "$FFP_PYTHON" 2>/dev/null)"; do
   if dir=$(untraversable "$target"); then
     blocked="$dir is not traversable by $FFP_SSH_USER (mode $(stat -c %A "$dir"); needed for $target;"
     blocked+=" up.sh adds o+x unless FFP_FIX_PERMS=0)"

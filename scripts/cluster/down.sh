@@ -11,7 +11,7 @@ set -euo pipefail
 
 [ "$(id -u)" = 0 ] || die down.sh "must run as root"
 
-if pgrep -x slurmctld >/dev/null && scontrol ping 2>/dev/null | grep -q 'is UP'; then
+if pids_of slurmctld >/dev/null && scontrol ping 2>/dev/null | grep -q 'is UP'; then
   scancel -u "$FFP_SSH_USER" 2>/dev/null || true
   deadline=$((SECONDS + 15))
   while [ -n "$(squeue -h -u "$FFP_SSH_USER" -t PD,R,CG -o %i 2>/dev/null)" ] && [ "$SECONDS" -lt "$deadline" ]; do
@@ -30,11 +30,11 @@ stop() {
   fi
 }
 # shellcheck disable=SC2046 # one word per pid
-stop slurmd $(pgrep -x slurmd)
+stop slurmd $(pids_of slurmd)
 # shellcheck disable=SC2046
-stop slurmctld $(pgrep -x slurmctld)
+stop slurmctld $(pids_of slurmctld)
 # shellcheck disable=SC2046
-stop slurmdbd $(pgrep -x slurmdbd)
+stop slurmdbd $(pids_of slurmdbd)
 
 if [ -e "$FFP_OWNED/sshd" ]; then
   # The control master of check.sh / ffp_ssh would otherwise linger with a dead connection.

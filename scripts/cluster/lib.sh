@@ -44,8 +44,29 @@ pid_alive() {
   [ -r "$1" ] || return 1
   pid=$(tr -dc '0-9' <"$1")
   [ -n "$pid" ] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
+  running "$pid" || return 1
   [ -z "${2:-}" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ]
+}
+
+# running PID: the process exists and is not a zombie. Daemons are reparented to PID 1, and a
+# container's PID 1 may reap them late (here every ~2 s), while `kill -0` still succeeds on a zombie.
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+# pids_of NAME: live (non-zombie) processes named exactly NAME; fails when there are none.
+pids_of() {
+  local pid found=1
+  for pid in $(pgrep -x "$1"); do
+    if running "$pid"; then
+      echo "$pid"
+      found=0
+    fi
+  done
+  return $found
 }
 
 # stop_pid COMPONENT PID...: SIGTERM, then wait up to 20 s for the processes to go.
@@ -56,7 +77,7 @@ stop_pid() {
   kill "$@" 2>/dev/null || true
   local deadline=$((SECONDS + 20)) pid
   for pid in "$@"; do
-    while kill -0 "$pid" 2>/dev/null; do
+    while running "$pid"; do
       [ "$SECONDS" -lt "$deadline" ] || die "$component" "pid $pid ignored SIGTERM for 20s"
       sleep 0.2
     done
@@ -89,7 +110,7 @@ render() {
   return 0
 }
 
-# ffp_ssh COMMAND...: run a command on the cluster exactly as the portal does: the service user's
+# ffp_ssh 'SHELL COMMAND': run a command line on the cluster exactly as the portal does: the service user's
 # key, the pinned host key, no prompts. A control socket makes repeated calls cheap.
 ffp_ssh() {
   ssh -i "$FFP_SSH_KEY" -p "$FFP_SSH_PORT" \
@@ -98,6 +119,12 @@ ffp_ssh() {
     -o StrictHostKeyChecking=yes \
     -o ControlMaster=auto -o ControlPersist=20s -o ControlPath="$FFP_RUN/ssh-%C" \
     "$FFP_SSH_USER@$FFP_SSH_HOST" "$@"
+}
+
+# ffp_run ARG...: like ffp_ssh, but each argument arrives as one word (ssh itself joins its
+# arguments with spaces for the remote shell, so `--wrap 'sleep 60'` would split).
+ffp_run() {
+  ffp_ssh "$(printf '%q ' "$@")"
 }
 
 # sacct_state JOBID: the job's state as accounting has it (first word: "CANCELLED by 0" -> CANCELLED).

@@ -44,7 +44,7 @@ chown "$FFP_SSH_USER:" "$FFP_WORK"
 # on the repo itself. FFP_FIX_PERMS=0 leaves modes alone (check.sh then names the directory).
 [ -x "$FFP_PYTHON" ] || die worker-python "$FFP_PYTHON not found: build the venv first (make venv)"
 if [ "${FFP_FIX_PERMS:-1}" = 1 ]; then
-  for target in "$FFP_REPO/.venv/bin" "$(realpath "$FFP_PYTHON")"; do
+  for target in "$FFP_REPO/worker" "$(dirname "$FFP_PYTHON")" "$(realpath "$FFP_PYTHON")"; do
     while blocked=$(untraversable "$target"); do
       chmod o+x "$blocked"
       say permissions "chmod o+x $blocked (so $FFP_SSH_USER can reach $target)"
@@ -52,8 +52,10 @@ if [ "${FFP_FIX_PERMS:-1}" = 1 ]; then
   done
   chmod o+rx "$FFP_REPO"
 fi
-runuser -u "$FFP_SSH_USER" -- "$FFP_PYTHON" -c pass 2>/dev/null ||
-  die worker-python "$FFP_SSH_USER cannot run $FFP_PYTHON (see scripts/cluster/check.sh)"
+if ! runuser -u "$FFP_SSH_USER" -- "$FFP_PYTHON" -c pass 2>/dev/null; then
+  blocked=$(untraversable "$(realpath "$FFP_PYTHON")" || untraversable "$(dirname "$FFP_PYTHON")") || blocked=
+  die worker-python "$FFP_SSH_USER cannot run $FFP_PYTHON${blocked:+ ($blocked has no o+x; FFP_FIX_PERMS=0 left it)}"
+fi
 
 # --- munge ------------------------------------------------------------------------------------------
 if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
@@ -66,7 +68,7 @@ if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
   install -d -o munge -g munge -m 700 /var/log/munge
   # --force: a munged killed with the machine leaves a socket lock behind.
   force=()
-  pgrep -x munged >/dev/null || force=(--force)
+  pids_of munged >/dev/null || force=(--force)
   runuser -u munge -- /usr/sbin/munged "${force[@]}" </dev/null >>"$FFP_LOG/munged.out" 2>&1 ||
     die munge "munged did not start" /var/log/munge/munged.log
   touch "$FFP_OWNED/munge"
@@ -88,7 +90,10 @@ if ! mysqladmin --protocol=socket ping >/dev/null 2>&1; then
   chown mysql:mysql "$FFP_LOG/mariadb.log"
   # mysqld_safe stays in the foreground: detach it, and keep make's stdout out of it so that
   # `make up` returns and a CI log does not wait for it.
-  setsid mysqld_safe --user=mysql --log-error="$FFP_LOG/mariadb.log" </dev/null >>"$FFP_LOG/mysqld_safe.out" 2>&1 &
+  # The two innodb values are the ones slurmdbd asks for ("Database settings not recommended").
+  setsid mysqld_safe --user=mysql --log-error="$FFP_LOG/mariadb.log" \
+    --innodb-buffer-pool-size=512M --innodb-lock-wait-timeout=900 \
+    </dev/null >>"$FFP_LOG/mysqld_safe.out" 2>&1 &
   touch "$FFP_OWNED/mariadb"
   wait_until 60 mariadb "$FFP_LOG/mariadb.log" mysqladmin --protocol=socket ping
   say mariadb "started"
@@ -140,47 +145,49 @@ render "$DEPLOY/slurm/slurmdbd.conf.in" "$SLURM_ETC/slurmdbd.conf" 600 slurm:slu
 [ "$slurm_changed" = 0 ] || say slurm.conf "written (node $NODE_NAME: $cpus CPUs, ${real_memory} MB, gpu:h200:2)"
 
 # --- slurmdbd ---------------------------------------------------------------------------------------
-if pgrep -x slurmdbd >/dev/null && [ "$dbd_changed" = 1 ]; then
+# list_assocs doubles as the readiness probe: one sacctmgr call (~0.2 s) both proves slurmdbd answers
+# and says which of the cluster/account/users below already exist.
+list_assocs() { assocs=$(sacctmgr -n -P list assoc format=cluster,account,user); }
+if pids_of slurmdbd >/dev/null && [ "$dbd_changed" = 1 ]; then
   say slurmdbd "config changed: restarting"
   # shellcheck disable=SC2046 # one word per pid
-  stop_pid slurmdbd $(pgrep -x slurmdbd)
+  stop_pid slurmdbd $(pids_of slurmdbd)
 fi
-if ! pgrep -x slurmdbd >/dev/null; then
+if ! pids_of slurmdbd >/dev/null; then
   slurmdbd </dev/null >>"$FFP_LOG/slurmdbd.out" 2>&1 || die slurmdbd "did not start" "$SLURM_LOG/slurmdbd.log"
   # The first start creates the accounting tables: give it twice the usual time.
-  wait_until $((FFP_TIMEOUT * 2)) slurmdbd "$SLURM_LOG/slurmdbd.log" sacctmgr -n list cluster
+  wait_until $((FFP_TIMEOUT * 2)) slurmdbd "$SLURM_LOG/slurmdbd.log" list_assocs
   say slurmdbd "started"
 else
-  wait_until "$FFP_TIMEOUT" slurmdbd "$SLURM_LOG/slurmdbd.log" sacctmgr -n list cluster
+  wait_until "$FFP_TIMEOUT" slurmdbd "$SLURM_LOG/slurmdbd.log" list_assocs
   say slurmdbd "running"
 fi
 
 # --- accounting: the cluster, the account, the service user and root ------------------------------
 # Added before slurmctld starts, so it registers with a cluster the database already knows.
-in_list() { grep -qxF "$1"; }
-sacctmgr -n -P list cluster format=cluster | in_list "$FFP_SLURM_CLUSTER" ||
+has() { grep -qxF "$1" <<<"$assocs"; }
+has "$FFP_SLURM_CLUSTER|root|" ||
   sacctmgr -i add cluster "$FFP_SLURM_CLUSTER" >/dev/null || die sacctmgr "add cluster $FFP_SLURM_CLUSTER failed"
-sacctmgr -n -P list account "$FFP_SLURM_ACCOUNT" format=account | in_list "$FFP_SLURM_ACCOUNT" ||
+has "$FFP_SLURM_CLUSTER|$FFP_SLURM_ACCOUNT|" ||
   sacctmgr -i add account "$FFP_SLURM_ACCOUNT" cluster="$FFP_SLURM_CLUSTER" \
     description="FaceFusion Portal" organization=ffportal >/dev/null ||
   die sacctmgr "add account $FFP_SLURM_ACCOUNT failed"
 for u in "$FFP_SSH_USER" root; do
-  sacctmgr -n -P list assoc cluster="$FFP_SLURM_CLUSTER" account="$FFP_SLURM_ACCOUNT" user="$u" format=user |
-    in_list "$u" ||
+  has "$FFP_SLURM_CLUSTER|$FFP_SLURM_ACCOUNT|$u" ||
     sacctmgr -i add user "$u" account="$FFP_SLURM_ACCOUNT" cluster="$FFP_SLURM_CLUSTER" >/dev/null ||
     die sacctmgr "add user $u failed"
 done
 
 # --- slurmctld and slurmd ---------------------------------------------------------------------------
-if [ "$slurm_changed" = 1 ] && { pgrep -x slurmctld || pgrep -x slurmd; } >/dev/null; then
+if [ "$slurm_changed" = 1 ] && { pids_of slurmctld || pids_of slurmd; } >/dev/null; then
   # Node definitions (CPUs, memory, gres) only take effect on a restart of both daemons.
   say slurm "config changed: restarting slurmctld and slurmd"
   # shellcheck disable=SC2046 # one word per pid
-  stop_pid slurmd $(pgrep -x slurmd)
+  stop_pid slurmd $(pids_of slurmd)
   # shellcheck disable=SC2046
-  stop_pid slurmctld $(pgrep -x slurmctld)
+  stop_pid slurmctld $(pids_of slurmctld)
 fi
-if ! pgrep -x slurmctld >/dev/null; then
+if ! pids_of slurmctld >/dev/null; then
   slurmctld </dev/null >>"$FFP_LOG/slurmctld.out" 2>&1 || die slurmctld "did not start" "$SLURM_LOG/slurmctld.log"
   say slurmctld "started"
 else
@@ -188,7 +195,7 @@ else
 fi
 wait_until "$FFP_TIMEOUT" slurmctld "$SLURM_LOG/slurmctld.log" bash -c 'scontrol ping | grep -q "is UP"'
 
-if ! pgrep -x slurmd >/dev/null; then
+if ! pids_of slurmd >/dev/null; then
   slurmd </dev/null >>"$FFP_LOG/slurmd.out" 2>&1 || die slurmd "did not start" "$SLURM_LOG/slurmd.log"
   say slurmd "started"
 else
@@ -197,7 +204,7 @@ fi
 node_state() { sinfo -h -N -n "$NODE_NAME" -o %t 2>/dev/null | head -n1; }
 node_usable() { [[ $(node_state) =~ ^(idle|mix|alloc|comp)$ ]]; }
 # A node left drained/down by an earlier crash stays so across restarts: resume it once.
-if [[ $(node_state) =~ ^(down|drain|drng|fail) ]] && pgrep -x slurmd >/dev/null; then
+if [[ $(node_state) =~ ^(down|drain|drng|fail) ]] && pids_of slurmd >/dev/null; then
   sleep 1
   scontrol update nodename="$NODE_NAME" state=resume 2>/dev/null || true
 fi
@@ -248,8 +255,8 @@ else
   say sshd "running on $FFP_SSH_HOST:$FFP_SSH_PORT"
 fi
 # The proof the portal needs: key login, pinned host key, Slurm answering for the service user.
-ffp_ssh sinfo -h -o %P >/dev/null 2>>"$FFP_LOG/sshd.log" ||
-  die sshd "pinned-key login as $FFP_SSH_USER running sinfo failed" "$FFP_LOG/sshd.log"
+login=$(ffp_ssh sinfo -h -o %P 2>&1) ||
+  die sshd "pinned-key login as $FFP_SSH_USER running sinfo failed: $login" "$FFP_LOG/sshd.log"
 
 # --- Redis -----------------------------------------------------------------------------------------------
 if [ "$(redis-cli -h 127.0.0.1 -p "$FFP_REDIS_PORT" ping 2>/dev/null)" != PONG ]; then
