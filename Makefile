@@ -12,13 +12,16 @@ venv:
 	bash scripts/setup-python.sh
 
 test: system venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	bash scripts/test.sh $(PYTEST_ARGS)
 
 test-worker: venv
 	$(PY) -m pytest tests/worker $(PYTEST_ARGS)
 
 bench: venv
 	$(PY) bench/worker_throughput.py
+
+up: system venv
+	bash scripts/up.sh
 
 clean:
 	rm -rf .venv .pytest_cache

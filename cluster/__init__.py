@@ -1,0 +1,50 @@
+"""The portal's side of the cluster: SSH + SFTP, Slurm commands and their output, batch scripts.
+
+Plain Python: imports neither Django nor `worker`. Everything the portal needs is exported here;
+the modules behind it are free to change.
+
+    from cluster import ClusterConfig, get_runner, squeue_argv, parse_squeue
+    runner = get_runner(ClusterConfig(host, port, user, private_key=..., known_hosts=...))
+    tasks = parse_squeue(runner.run(squeue_argv(), check=True).stdout, job_ids=["123"])
+"""
+from .errors import (
+    AuthenticationFailed, ClusterError, ClusterUnreachable, CommandFailed, CommandTimedOut,
+    HostKeyRejected, PathNotAllowed, RemoteFileError, SlurmError,
+)
+from .paths import check_in_roots, map_path, resolve_remote_in_roots
+from .sbatch import (
+    SbatchSpec, compress_ranges, render_script, time_limit_seconds, validate_gres, validate_mem,
+    validate_time_limit,
+)
+from .slurm import (
+    SlurmNode, SlurmTask, expand_array_range, find_job_by_name, parse_sacct, parse_sacct_exit_codes,
+    parse_sbatch_parsable, parse_sinfo, parse_squeue, sacct_argv, sacct_exit_codes_argv, sbatch_argv,
+    scancel_argv, sinfo_argv, squeue_argv,
+)
+from .ssh import (
+    ClusterConfig, CommandResult, RemoteEntry, SSHRunner, close_all_runners, get_runner,
+)
+from .states import (
+    ACTIVE_STATES, TERMINAL_STATES, base_state, effective_state, is_memory_kill, is_terminal,
+    pending_reason, plain_reason,
+)
+
+__all__ = [
+    # errors
+    "ClusterError", "ClusterUnreachable", "CommandTimedOut", "HostKeyRejected",
+    "AuthenticationFailed", "CommandFailed", "RemoteFileError", "SlurmError", "PathNotAllowed",
+    # SSH
+    "ClusterConfig", "CommandResult", "RemoteEntry", "SSHRunner", "get_runner", "close_all_runners",
+    # Slurm commands and output
+    "SlurmTask", "SlurmNode", "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv",
+    "scancel_argv", "sinfo_argv", "parse_sbatch_parsable", "parse_squeue", "parse_sacct",
+    "parse_sacct_exit_codes", "parse_sinfo", "find_job_by_name", "expand_array_range",
+    # states
+    "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
+    "effective_state", "plain_reason", "pending_reason",
+    # batch scripts
+    "SbatchSpec", "render_script", "compress_ranges", "validate_time_limit", "validate_mem",
+    "validate_gres", "time_limit_seconds",
+    # paths
+    "check_in_roots", "resolve_remote_in_roots", "map_path",
+]

@@ -1,0 +1,229 @@
+"""Rendering the batch script of one job (one Slurm array) from a validated `SbatchSpec`.
+
+Two parsers read the script, and each value is made safe for the one that reads it:
+
+- sbatch reads the `#SBATCH` lines (bash never does: to bash they are comments). Its directive
+  parser splits on unquoted spaces, ends the line at an unquoted `#`, and honours "..." and
+  backslash escapes. User-given values (job name, comment, paths) are written as "..." with `\\`
+  and `"` escaped; what cannot be made safe is refused with ValueError: control characters (a
+  newline would start a new directive) and the words `hetjob`/`packjob` (which split a script into
+  heterogeneous components in some Slurm code paths). In --output/--error a `%` is doubled (Slurm
+  expands %A, %a, %j there) and a backslash is refused (it turns that expansion off).
+- bash reads the rest: every word is `shlex.quote`d, so `$(...)`, `;` or quotes in a path or
+  argument stay data.
+
+No `--signal`: at the time limit (and on scancel) Slurm sends SIGTERM and waits KillWait (30 s by
+default) before SIGKILL, which is the worker's cleanup window; the command is `exec`ed so the worker
+itself receives it. An early `--signal=B:TERM@60` would make the worker stop a minute early and end
+FAILED (exit 143) instead of TIMEOUT, hiding the real reason from the user.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+
+_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$")
+_MEM = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE)
+_GRES_ITEM = re.compile(r"^[a-z][a-z0-9_]*(:[A-Za-z0-9_.\-]*[A-Za-z_.\-][A-Za-z0-9_.\-]*)?(:\d+)?$")
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SPLITTERS = re.compile(r"hetjob|packjob", re.IGNORECASE)
+
+
+def time_limit_seconds(value: str) -> int:
+    """Seconds in a Slurm time limit: "30" (minutes), "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM[:SS]"."""
+    match = _TIME.match(str(value).strip())
+    if not match:
+        raise ValueError(f"time limit {value!r} is not a Slurm time (e.g. 00:30:00 or 1-12:00:00)")
+    g = [int(x) if x else 0 for x in match.groups()]
+    if match.group(1) is not None:  # days-hours[:minutes[:seconds]]
+        return ((g[0] * 24 + g[1]) * 60 + g[2]) * 60 + g[3]
+    parts = [p for p in match.groups()[4:] if p is not None]
+    if len(parts) == 1:
+        return g[4] * 60  # bare number: minutes
+    if len(parts) == 2:
+        return g[4] * 60 + g[5]  # minutes:seconds
+    return (g[4] * 60 + g[5]) * 60 + g[6]
+
+
+def validate_time_limit(value: str) -> str:
+    """A Slurm time limit that is set and finite. 0 would mean "no limit", and jobs without a limit
+    never start next to a future reservation: every template must set one."""
+    if time_limit_seconds(value) <= 0:
+        raise ValueError(f"time limit {value!r} must be longer than zero")
+    return str(value).strip()
+
+
+def validate_mem(value: str) -> str:
+    """Memory per node as Slurm takes it: a number with an optional K/M/G/T unit (M by default)."""
+    match = _MEM.match(str(value).strip())
+    if not match or int(match.group(1)) <= 0:
+        raise ValueError(f"memory {value!r} must be a positive amount like 4G or 500M")
+    return match.group(1) + match.group(2).upper()
+
+
+def validate_gres(value: str) -> str:
+    """"" (no GPU) or generic resources such as "gpu:h200:1", "gpu:1", "gpu:a100:2,shard:1"."""
+    value = str(value).strip()
+    for item in filter(None, value.split(",")) if value else []:
+        if not _GRES_ITEM.match(item) or item.endswith(":0"):
+            raise ValueError(f"GPU request {value!r} must look like gpu:h200:1 (name[:type][:count])")
+    return value
+
+
+def compress_ranges(indexes: list[int]) -> str:
+    """Array indexes as Slurm's range text: [0, 1, 2, 3, 7, 9, 10] -> "0-3,7,9-10"."""
+    values = sorted(set(int(i) for i in indexes))
+    if not values or values[0] < 0:
+        raise ValueError("array indexes must be a non-empty list of numbers >= 0")
+    ranges, first, last = [], values[0], values[0]
+    for value in values[1:] + [None]:
+        if value is not None and value == last + 1:
+            last = value
+            continue
+        ranges.append(str(first) if first == last else f"{first}-{last}")
+        if value is not None:
+            first = last = value
+    return ",".join(ranges)
+
+
+def _directive_text(field: str, value: str, limit: int = 1000) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be text, got {type(value).__name__}")
+    if _CONTROL.search(value):
+        raise ValueError(f"{field} must not contain newlines or other control characters: {value!r}")
+    if _SPLITTERS.search(value):
+        raise ValueError(f"{field} must not contain the words 'hetjob' or 'packjob' "
+                         f"(Slurm reads them as a job separator): {value!r}")
+    if len(value.encode()) > limit:
+        raise ValueError(f"{field} is longer than {limit} bytes")
+    return value
+
+
+def _path(field: str, value: str) -> str:
+    value = _directive_text(field, value, 4000)
+    if not value.startswith("/"):
+        raise ValueError(f"{field} must be an absolute path on the cluster: {value!r}")
+    return value
+
+
+def _quoted(value: str) -> str:
+    """A value for sbatch's directive parser: inside "...", a backslash escapes the next character."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _bind_pair(bind: str) -> tuple[str, str]:
+    """("/a", "/a") from "/a", ("/a", "/b") from "/a:/b": apptainer's --bind syntax, where ':' and
+    ',' are separators and so cannot be part of a path."""
+    parts = str(bind).split(":")
+    if len(parts) > 2 or "," in bind:
+        raise ValueError(f"container bind {bind!r} must be /path or /path:/inside (no ',' in paths)")
+    source = _path("container bind", parts[0])
+    return source, _path("container bind", parts[-1])
+
+
+@dataclasses.dataclass(frozen=True)
+class SbatchSpec:
+    """Everything one array job needs; validated when built, so an invalid spec cannot exist."""
+
+    job_name: str
+    comment: str
+    partition: str
+    time_limit: str
+    cpus_per_task: int
+    mem: str  # "4G"; "" for the partition's default
+    gres: str
+    array_indexes: list[int]
+    array_limit: int | None
+    log_dir: str
+    workdir: str
+    command: list[str]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    qos: str = ""
+    reservation: str = ""
+    account: str = ""
+    container_image: str = ""
+    container_binds: list[str] = dataclasses.field(default_factory=list)  # "/p" or "/p:/inside"
+
+    def __post_init__(self) -> None:
+        if not self.job_name:
+            raise ValueError("job name is required")
+        _directive_text("job name", self.job_name, 200)  # slurmdbd keeps at most 255 bytes
+        if "'" in self.job_name:
+            # Seen on 22.05: `sacct --name` never finds a name with a ' in it, and the portal looks
+            # jobs up by name to make submission idempotent.
+            raise ValueError(f"job name must not contain ' (Slurm's accounting cannot look such a "
+                             f"name up): {self.job_name!r}")
+        _directive_text("comment", self.comment)
+        if not _SLURM_NAME.match(self.partition or ""):
+            raise ValueError(f"partition {self.partition!r} is not a Slurm partition name")
+        for field in ("qos", "reservation", "account"):
+            value = getattr(self, field)
+            if value and not _SLURM_NAME.match(value):
+                raise ValueError(f"{field} {value!r} is not a Slurm name")
+        validate_time_limit(self.time_limit)
+        if self.mem:  # "" leaves memory to the partition's default
+            validate_mem(self.mem)
+        validate_gres(self.gres)
+        if isinstance(self.cpus_per_task, bool) or not isinstance(self.cpus_per_task, int) \
+                or self.cpus_per_task < 1:
+            raise ValueError(f"CPUs per task must be a whole number >= 1, got {self.cpus_per_task!r}")
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in self.array_indexes):
+            raise ValueError("array indexes must be whole numbers")
+        compress_ranges(self.array_indexes)
+        if self.array_limit is not None and (not isinstance(self.array_limit, int)
+                                             or self.array_limit < 1):
+            raise ValueError(f"array limit must be None or >= 1, got {self.array_limit!r}")
+        if "\\" in _path("log folder", self.log_dir):
+            raise ValueError("log folder must not contain a backslash (it turns off Slurm's %A/%a "
+                             "file name patterns)")
+        _path("working folder", self.workdir)
+        if not self.command or not all(isinstance(a, str) and "\0" not in a for a in self.command):
+            raise ValueError("command must be a non-empty list of text arguments without NUL bytes")
+        for name, value in self.env.items():
+            if not _ENV_NAME.match(str(name)) or not isinstance(value, str) or "\0" in value:
+                raise ValueError(f"environment variable {name!r} has a bad name or value")
+        if self.container_image and ("\0" in self.container_image or "\n" in self.container_image):
+            raise ValueError("container image must be a single line")
+        for bind in self.container_binds:
+            _bind_pair(bind)
+
+
+def render_script(spec: SbatchSpec) -> str:
+    """The batch script text: #SBATCH directives, strict bash, exports, then `exec` of the command."""
+    log = spec.log_dir.rstrip("/").replace("%", "%%") + "/slurm_%A_%a.out"
+    array = compress_ranges(spec.array_indexes)
+    if spec.array_limit:
+        array += f"%{spec.array_limit}"
+    directives = [
+        f"--job-name={_quoted(spec.job_name)}",
+        f"--comment={_quoted(spec.comment)}",
+        f"--partition={spec.partition}",
+        f"--time={validate_time_limit(spec.time_limit)}",
+        f"--cpus-per-task={spec.cpus_per_task}",
+    ]
+    if spec.mem:
+        directives.append(f"--mem={validate_mem(spec.mem)}")
+    if spec.gres:
+        directives.append(f"--gres={spec.gres}")
+    directives += [
+        f"--array={array}",
+        f"--output={_quoted(log)}",
+        f"--error={_quoted(log)}",
+        f"--chdir={_quoted(spec.workdir)}",
+    ]
+    for option, value in (("qos", spec.qos), ("reservation", spec.reservation),
+                          ("account", spec.account)):
+        if value:
+            directives.append(f"--{option}={value}")
+    command = list(spec.command)
+    if spec.container_image:
+        binds = [arg for bind in spec.container_binds
+                 for arg in ("--bind", "{}:{}".format(*_bind_pair(bind)))]
+        command = ["apptainer", "exec", "--nv", *binds, spec.container_image, *command]
+    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), "set -euo pipefail"]
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in spec.env.items()]
+    lines.append("exec " + shlex.join(command))
+    return "\n".join(lines) + "\n"

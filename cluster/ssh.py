@@ -1,0 +1,453 @@
+"""The one seam to the cluster: commands and files over a persistent, host-key-pinned SSH connection.
+
+`SSHRunner` runs argument lists (joined with `shlex.join`, never string-built) and moves files over
+SFTP. `get_runner(config)` keeps ONE open connection per cluster profile for the whole process, so
+a poll costs a channel (a round trip), not a TCP + key exchange + auth handshake.
+
+Trust: host keys come only from the profile's `known_hosts` text, unknown keys are rejected
+(never auto-added), and no agent or ~/.ssh key is ever tried. The private key is never logged
+and never appears in a message or a repr.
+
+Remote commands run through the service user's login shell, which must be POSIX (sh, bash, dash).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import posixpath
+import re
+import secrets
+import shlex
+import socket
+import stat
+import threading
+import time
+from collections.abc import Callable
+from typing import Literal, TypeVar
+
+import paramiko
+
+from ._connect import open_client
+from .errors import (
+    ClusterError, ClusterUnreachable, CommandFailed, CommandTimedOut, RemoteFileError,
+)
+
+log = logging.getLogger(__name__)
+
+_BUF = 65536
+_SFTP_TIMEOUT = 120  # seconds one SFTP request may take
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """How to reach one cluster (built by the portal from a ClusterProfile row)."""
+
+    host: str
+    port: int
+    user: str
+    private_key: str = dataclasses.field(repr=False)  # key TEXT; repr=False keeps it out of logs
+    known_hosts: str  # one or more known_hosts lines; the host key must match one of them
+    connect_timeout: float = 10.0
+
+    @property
+    def key(self) -> tuple:
+        """Identity for the connection pool: a changed key or pinned host key means a new connection."""
+        digest = hashlib.sha256(f"{self.private_key}\0{self.known_hosts}".encode()).hexdigest()
+        return (self.host, int(self.port), self.user, digest)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclasses.dataclass
+class CommandResult:
+    argv: list[str]
+    rc: int  # -1 when the remote side sent no exit status (e.g. the shell was killed)
+    stdout: str
+    stderr: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteEntry:
+    name: str
+    path: str
+    type: Literal["dir", "file", "other"]
+    size: int
+    mtime: int
+
+
+def _argv_line(argv: list[str]) -> str:
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+    if any("\0" in a for a in argv):
+        raise ValueError("a command argument contains a NUL byte")
+    return shlex.join(argv)
+
+
+def _short(line: str, limit: int = 120) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class SSHRunner:
+    """Runs commands and file transfers on one cluster over one lazily opened SSH connection.
+
+    Thread-safe: a lock guards (re)connecting; commands run on their own channels of the shared
+    transport, SFTP calls share one SFTP session under a second lock. `connect_count` counts the SSH
+    connections this runner opened (tests and the bench read it).
+    """
+
+    def __init__(self, config: ClusterConfig):
+        self.config = config
+        self.connect_count = 0
+        self._lock = threading.RLock()
+        self._sftp_lock = threading.Lock()
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._pid = os.getpid()
+
+    # ---- connection -----------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> paramiko.Transport | None:
+        """The live paramiko transport, or None before the first command / after close()."""
+        client = self._client
+        return client.get_transport() if client else None
+
+    def _connect(self) -> paramiko.SSHClient:
+        client = open_client(self.config)
+        self.connect_count += 1
+        log.info("connected to %s@%s (connection #%d)", self.config.user, self.config.address,
+                 self.connect_count)
+        return client
+
+    def _live_client(self) -> paramiko.SSHClient:
+        """The pooled client, reconnecting when it is missing, dead, or inherited across fork()."""
+        with self._lock:
+            if self._pid != os.getpid():
+                # A forked child (RQ work horse) must not touch the parent's socket; forget it.
+                self._client, self._sftp, self._pid = None, None, os.getpid()
+            client = self._client
+            if client is not None:
+                transport = client.get_transport()
+                if transport is not None and transport.is_active():
+                    return client
+                self._drop()
+            self._client = self._connect()
+            return self._client
+
+    def _drop(self) -> None:
+        with self._lock:
+            client, self._client, self._sftp = self._client, None, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing a dead connection may fail; it is gone either way
+                pass
+
+    def _open_channel(self) -> paramiko.Channel:
+        """A new session channel; one silent reconnect if the pooled connection died meanwhile.
+
+        Only opening the channel is retried: nothing has run yet, so a retry cannot run a command twice.
+        """
+        for attempt in (1, 2):
+            client = self._live_client()
+            try:
+                return client.get_transport().open_session(timeout=self.config.connect_timeout)
+            except (paramiko.SSHException, EOFError, OSError, AttributeError) as e:
+                self._drop()
+                if attempt == 2:
+                    raise ClusterUnreachable(
+                        f"cannot reach the cluster at {self.config.address}: the connection "
+                        f"dropped and a new one failed too ({e})") from None
+        raise AssertionError("unreachable")
+
+    # ---- commands -------------------------------------------------------------------------------
+
+    def _exec(self, line: str, stdin: bytes | None, timeout: float) -> tuple[int, bytes, bytes]:
+        deadline = time.monotonic() + timeout
+        chan = self._open_channel()
+        try:
+            try:
+                chan.settimeout(max(timeout, 0.1))
+                chan.exec_command(line)
+                if stdin:
+                    chan.sendall(stdin)
+                chan.shutdown_write()  # commands reading stdin get EOF instead of hanging
+                return self._collect(chan, deadline, line, timeout)
+            except CommandTimedOut:
+                raise
+            except (paramiko.SSHException, EOFError, OSError) as e:
+                self._drop()
+                raise ClusterUnreachable(
+                    f"the connection to the cluster at {self.config.address} was lost while running "
+                    f"`{_short(line)}`; it may or may not have run ({e})") from None
+        finally:
+            chan.close()
+
+    @staticmethod
+    def _collect(chan: paramiko.Channel, deadline: float, line: str, timeout: float):
+        out, err = bytearray(), bytearray()
+
+        def timed_out() -> CommandTimedOut:
+            return CommandTimedOut(f"`{_short(line)}` did not finish within {timeout:g} s on the "
+                                   f"cluster; it may still be running there")
+
+        # Short recv timeouts so stderr is drained too: both streams share one flow-control window,
+        # and a command writing lots of stderr would otherwise stall with stdout never arriving.
+        chan.settimeout(0.05)
+        while True:
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(_BUF)
+            if time.monotonic() > deadline:
+                raise timed_out()
+            try:
+                data = chan.recv(_BUF)
+            except socket.timeout:
+                continue
+            if not data:  # EOF: the server sends no more data on either stream after it
+                break
+            out += data
+        while data := chan.recv_stderr(_BUF):
+            err += data
+        if not chan.status_event.wait(max(deadline - time.monotonic(), 0.01)):
+            raise timed_out()
+        return chan.exit_status, bytes(out), bytes(err)
+
+    def run(self, argv: list[str], stdin: bytes | str | None = None, timeout: float = 60,
+            check: bool = False) -> CommandResult:
+        """Run one command (an argument list) and wait for it. `check` raises CommandFailed on rc != 0."""
+        line = _argv_line(argv)
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        rc, out, err = self._exec(line, data, timeout)
+        result = CommandResult(list(argv), rc, out.decode(errors="replace"), err.decode(errors="replace"))
+        if check and rc != 0:
+            last = result.stderr.strip().splitlines()[-1:] or ["(no error output)"]
+            raise CommandFailed(f"`{_short(line)}` failed on the cluster (exit status {rc}): {last[0]}",
+                                rc, result.stderr)
+        return result
+
+    def run_batch(self, argvs: list[list[str]], timeout: float = 60) -> list[CommandResult]:
+        """Run several commands in ONE round trip (one exec channel), each in its own subshell.
+
+        Each command's stdout and stderr are cut out of the combined streams between marker lines that
+        carry a random per-call nonce. The nonce is printed as two halves, so the full marker never
+        appears in the command line itself (a `ps` listing cannot forge one). Commands run one after
+        another; a failing one does not stop the rest.
+        """
+        if not argvs:
+            return []
+        nonce = secrets.token_hex(16)
+        a, b = nonce[:16], nonce[16:]
+        parts = []
+        for i, argv in enumerate(argvs):
+            parts += [
+                shlex.join(["printf", "%s%s:%d:start\\n", a, b, str(i)]),
+                shlex.join(["printf", "%s%s:%d:start\\n", a, b, str(i)]) + " >&2",
+                "( " + _argv_line(argv) + " )",
+                shlex.join(["printf", "\\n%s%s:%d:rc:%d\\n", a, b, str(i)]) + ' "$?"',
+                shlex.join(["printf", "\\n%s%s:%d:end\\n", a, b, str(i)]) + " >&2",
+            ]
+        rc, out, err = self._exec("; ".join(parts), None, timeout)
+        results = []
+        n = nonce.encode()
+        for i, argv in enumerate(argvs):
+            so = _between(out, n + b":%d:start\n" % i, rb"\n" + re.escape(n) + rb":%d:rc:(\d+)\n" % i)
+            se = _between(err, n + b":%d:start\n" % i, rb"\n" + re.escape(n) + rb":%d:end\n" % i)
+            if so is None or se is None:
+                raise ClusterError(
+                    f"could not split the output of a command batch (shell exit status {rc}); is the "
+                    f"service user's login shell POSIX? Stderr: {err.decode(errors='replace')[-300:]}")
+            (stdout, match), (stderr, _) = so, se
+            results.append(CommandResult(list(argv), int(match.group(1)),
+                                         stdout.decode(errors="replace"),
+                                         stderr.decode(errors="replace")))
+        return results
+
+    # ---- files ----------------------------------------------------------------------------------
+
+    def _sftp_call(self, what: str, path: str, fn: Callable[[paramiko.SFTPClient], T]) -> T:
+        """Run `fn(sftp)`, retrying once on a fresh connection if the old one had died.
+
+        Every SFTP operation here is safe to repeat (uploads go to a temporary name first).
+        """
+        for attempt in (1, 2):
+            with self._sftp_lock:
+                try:
+                    client = self._live_client()
+                    if self._sftp is None:
+                        self._sftp = client.open_sftp()
+                        # Without a timeout a hung server blocks an SFTP call forever.
+                        self._sftp.get_channel().settimeout(_SFTP_TIMEOUT)
+                    return fn(self._sftp)
+                except ClusterError:
+                    raise
+                except socket.timeout:
+                    self._sftp = None  # a request is still outstanding: the session is out of step
+                    raise CommandTimedOut(f"the cluster did not answer within {_SFTP_TIMEOUT} s "
+                                          f"while trying to {what} {path}") from None
+                except (OSError, EOFError, paramiko.SSHException) as e:
+                    transport = self.transport
+                    if transport is not None and transport.is_active() and isinstance(e, OSError):
+                        raise _file_error(what, path, e) from None
+                    self._drop()
+                    if attempt == 2:
+                        raise ClusterUnreachable(
+                            f"the connection to the cluster at {self.config.address} was lost "
+                            f"while trying to {what} {path}: {e}") from None
+        raise AssertionError("unreachable")
+
+    def put_bytes(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
+        """Write `data` to `remote_path` atomically: a temporary `.part` file, then posix-rename."""
+        def put(sftp: paramiko.SFTPClient) -> None:
+            tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
+            try:
+                with sftp.open(tmp, "wb") as f:
+                    f.set_pipelined(True)
+                    f.write(data)
+                sftp.chmod(tmp, mode)
+                sftp.posix_rename(tmp, remote_path)
+            except BaseException:
+                _remove_quietly(sftp, tmp)
+                raise
+        self._sftp_call("write", remote_path, put)
+
+    def put_file(self, local_path: str, remote_path: str) -> None:
+        """Upload a local file atomically (temporary `.part` name, then posix-rename)."""
+        def put(sftp: paramiko.SFTPClient) -> None:
+            tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
+            try:
+                sftp.put(local_path, tmp)
+                sftp.posix_rename(tmp, remote_path)
+            except BaseException:
+                _remove_quietly(sftp, tmp)
+                raise
+        self._sftp_call("upload to", remote_path, put)
+
+    def get_bytes(self, remote_path: str) -> bytes:
+        def get(sftp: paramiko.SFTPClient) -> bytes:
+            with sftp.open(remote_path, "rb") as f:
+                f.prefetch()
+                return f.read()
+        return self._sftp_call("read", remote_path, get)
+
+    def get_file(self, remote_path: str, local_path: str) -> None:
+        """Download to `local_path`, atomically on the local side too (a reader never sees half a file)."""
+        tmp = f"{local_path}.{secrets.token_hex(4)}.part"
+        try:
+            self._sftp_call("download", remote_path, lambda sftp: sftp.get(remote_path, tmp))
+            os.replace(tmp, local_path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def makedirs(self, remote_path: str, mode: int = 0o755) -> None:
+        """`mkdir -p` over SFTP; existing folders are fine, an existing non-folder is an error."""
+        def mkdirs(sftp: paramiko.SFTPClient) -> None:
+            missing = []
+            path = posixpath.normpath(remote_path)
+            while True:
+                try:
+                    if not stat.S_ISDIR(sftp.stat(path).st_mode):
+                        raise OSError(20, "not a folder", path)  # ENOTDIR
+                    break
+                except FileNotFoundError:
+                    missing.append(path)
+                    parent = posixpath.dirname(path)
+                    if parent == path:
+                        break
+                    path = parent
+            for path in reversed(missing):
+                try:
+                    sftp.mkdir(path, mode)
+                except OSError:
+                    if not stat.S_ISDIR(sftp.stat(path).st_mode):  # created by someone else: fine
+                        raise
+        self._sftp_call("create the folder", remote_path, mkdirs)
+
+    def listdir(self, remote_path: str) -> list[RemoteEntry]:
+        """Entries of a folder sorted by name; symlinks resolved by stat, broken ones left out."""
+        def ls(sftp: paramiko.SFTPClient) -> list[RemoteEntry]:
+            entries = []
+            for attr in sftp.listdir_attr(remote_path):
+                path = posixpath.join(remote_path, attr.filename)
+                if stat.S_ISLNK(attr.st_mode or 0):
+                    try:
+                        attr = sftp.stat(path)
+                    except OSError:
+                        continue  # broken link (or target not readable): nothing to show
+                mode = attr.st_mode or 0
+                kind = "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+                entries.append(RemoteEntry(posixpath.basename(path), path, kind,
+                                           int(attr.st_size or 0), int(attr.st_mtime or 0)))
+            return sorted(entries, key=lambda e: e.name)
+        return self._sftp_call("list", remote_path, ls)
+
+    def realpath(self, remote_path: str) -> str:
+        """The canonical path on the cluster (symlinks resolved, via SFTP's realpath)."""
+        return self._sftp_call("resolve", remote_path, lambda sftp: sftp.normalize(remote_path))
+
+    def close(self) -> None:
+        """Close the connection; a later call reconnects."""
+        self._drop()
+
+
+def _between(data: bytes, start: bytes, end_pattern: bytes):
+    """The bytes between the marker line `start` and the first match of `end_pattern` after it."""
+    begin = data.find(start)
+    if begin < 0:
+        return None
+    begin += len(start)
+    match = re.compile(end_pattern).search(data, begin)
+    return (data[begin:match.start()], match) if match else None
+
+
+def _remove_quietly(sftp: paramiko.SFTPClient, path: str) -> None:
+    try:
+        sftp.remove(path)
+    except Exception:  # best effort: the original error is the one worth reporting
+        pass
+
+
+def _file_error(what: str, path: str, e: OSError) -> RemoteFileError:
+    words = {2: "no such file or folder", 13: "permission denied", 20: "not a folder",
+             17: "already exists", 21: "is a folder"}.get(e.errno or 0, e.strerror or str(e))
+    return RemoteFileError(f"cannot {what} {path} on the cluster: {words}", path, e.errno)
+
+
+# ---- the process-wide pool ----------------------------------------------------------------------
+
+_RUNNERS: dict[tuple, SSHRunner] = {}
+_RUNNERS_LOCK = threading.Lock()
+
+
+def get_runner(config: ClusterConfig) -> SSHRunner:
+    """The process-wide runner for this profile: one open connection per `config.key`, reused."""
+    with _RUNNERS_LOCK:
+        runner = _RUNNERS.get(config.key)
+        if runner is None:
+            runner = _RUNNERS[config.key] = SSHRunner(config)
+        return runner
+
+
+def close_all_runners() -> None:
+    with _RUNNERS_LOCK:
+        runners = list(_RUNNERS.values())
+        _RUNNERS.clear()
+    for runner in runners:
+        runner.close()
+
+
+def _forget_pool_in_child() -> None:
+    # After fork() the child must not reuse (or close) the parent's connections, and a lock held by
+    # another parent thread at fork time would never be released in the child.
+    global _RUNNERS_LOCK
+    _RUNNERS.clear()
+    _RUNNERS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)

@@ -1,0 +1,54 @@
+"""The folder browser: what a user may see of the cluster's storage (allowed roots only)."""
+from __future__ import annotations
+
+import posixpath
+
+from django.utils.translation import gettext as _
+
+from cluster import ClusterError, PathNotAllowed, get_runner, resolve_remote_in_roots
+
+from .models import ClusterProfile, Template
+
+
+class BrowseError(Exception):
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message, self.status = message, status
+
+
+def profiles_for(user) -> list[ClusterProfile]:
+    ids = Template.objects.usable_by(user).values_list("cluster_id", flat=True)
+    return list(ClusterProfile.objects.filter(pk__in=set(ids), is_active=True).order_by("name"))
+
+
+def browse(user, path: str = "", profile: ClusterProfile | None = None) -> dict:
+    """`{"path", "entries": [{"name", "path", "type", "size"}]}`; no path: the allowed roots.
+
+    The path is checked against the roots before AND after the cluster resolves symlinks, so a
+    link pointing out of a root is refused like `..`.
+    """
+    profiles = profiles_for(user)
+    if profile is None:
+        if not profiles:
+            raise BrowseError(_("No cluster is available to you. Ask an admin for a template."), 404)
+        profile = profiles[0]
+    elif profile not in profiles:
+        raise BrowseError(_("No such cluster."), 404)
+    roots = list(profile.target_roots)
+    if not path:
+        return {"path": "", "entries": [{"name": r, "path": r, "type": "dir", "size": None} for r in roots]}
+    try:
+        runner = get_runner(profile.cluster_config())
+        real = resolve_remote_in_roots(runner, path, roots)
+        entries = runner.listdir(real)
+    except PathNotAllowed:
+        raise BrowseError(_("That folder is outside the folders you may use."), 403) from None
+    except ClusterError as exc:
+        raise BrowseError(_("The cluster cannot be reached right now (%(why)s). Try again in a minute.") % {"why": exc}, 503) from None
+    out = []
+    for e in sorted(entries, key=lambda e: (e.type != "dir", e.name.lower())):
+        if e.name.startswith(".") or e.type not in ("dir", "file"):
+            continue
+        out.append({"name": e.name, "path": posixpath.join(real, e.name), "type": e.type,
+                    "size": e.size if e.type == "file" else None})
+    return {"path": real, "entries": out}

@@ -1,0 +1,70 @@
+"""`manage.py seed_local`: the local cluster profile, two templates and a demo account.
+
+Reads the same environment as scripts/cluster/env.sh (FFP_*), so the profile matches what
+scripts/cluster/up.sh started: its SSH key and the pinned host key line. Safe to run again:
+it updates the rows in place and never resets the demo password once set.
+"""
+from pathlib import Path
+import os
+import secrets
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.models import ClusterProfile, Template
+
+
+def env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+class Command(BaseCommand):
+    help = "Create or update the local cluster profile, two templates and the demo user."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--demo-user", default="demo")
+        parser.add_argument("--demo-password", default=None, help="default: a random one, printed")
+
+    def handle(self, *args, **opts):
+        repo = Path(__file__).resolve().parents[3]
+        state = Path(env("FFP_STATE", "/var/lib/ffportal"))
+        key_path = Path(env("FFP_SSH_KEY", str(state / "ssh" / "id_ed25519")))
+        kh_path = Path(env("FFP_SSH_KNOWN_HOSTS", str(state / "ssh" / "known_hosts")))
+        if not key_path.exists() or not kh_path.exists():
+            raise CommandError(f"{key_path} or {kh_path} is missing: run scripts/cluster/up.sh first")
+        storage = env("FFP_STORAGE", "/srv/ffportal/storage")
+        profile, _ = ClusterProfile.objects.update_or_create(
+            slug="local",
+            defaults=dict(
+                name="Local cluster", host=env("FFP_SSH_HOST", "127.0.0.1"), port=int(env("FFP_SSH_PORT", "2222")),
+                username=env("FFP_SSH_USER", "ffportal"), private_key=key_path.read_text(),
+                known_hosts=kh_path.read_text().strip(), work_root=env("FFP_WORK", "/srv/ffportal/work"),
+                target_roots=[storage], worker_python=env("FFP_PYTHON", str(repo / ".venv" / "bin" / "python")),
+                worker_path=str(repo), is_active=True,
+            ),
+        )
+        gres = env("FFP_GPU_GRES", "gpu:h200")
+        gpu_type = gres.split(":")[1] if gres.count(":") >= 1 else ""
+        Template.objects.update_or_create(slug="gpu-batch", defaults=dict(
+            name="GPU batch", cluster=profile, partition=env("FFP_GPU_PARTITION", "gpu"), gpu_type=gpu_type,
+            gpu_count=1, cpus_per_task=1, mem="2G", time_limit="00:20:00", chunk_size=2, engine="auto",
+            face_selector="many", order=1, is_active=True,
+            description="One GPU per task, two images per task: the fastest way through a big folder."))
+        Template.objects.update_or_create(slug="cpu-small", defaults=dict(
+            name="CPU, small jobs", cluster=profile, partition=env("FFP_CPU_PARTITION", "cpu"), gpu_type="",
+            gpu_count=0, cpus_per_task=1, mem="2G", time_limit="00:30:00", chunk_size=5, engine="classic",
+            face_selector="many", order=2, is_active=True,
+            description="No GPU: the classic engine on CPUs. Good for a handful of photos."))
+
+        user, created = User.objects.get_or_create(username=opts["demo_user"])
+        password = opts["demo_password"]
+        if created or password:
+            password = password or secrets.token_urlsafe(9)
+            user.set_password(password)
+            user.email = user.email or f"{user.username}@localhost"
+            user.save()
+            self.stdout.write(f"demo account: {user.username} / {password}")
+        else:
+            self.stdout.write(f"demo account: {user.username} (password unchanged)")
+        self.stdout.write(f"cluster profile 'local': {profile.username}@{profile.host}:{profile.port}, "
+                          f"sample folder {env('FFP_SAMPLE_FACES', storage + '/samples/faces')}")

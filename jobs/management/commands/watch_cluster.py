@@ -1,0 +1,58 @@
+"""`manage.py watch_cluster`: the long-running loop that follows every active job on the clusters.
+
+One cycle polls each active cluster profile in one SSH round trip (see jobs/watcher.py). Stateless:
+restart it any time; it resumes from the Slurm ids stored in the database. When a cluster cannot
+be reached it backs off (up to a minute) and records `unreachable_since` for the pages to show.
+"""
+import logging
+import signal
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from jobs.models import ClusterProfile
+from jobs.watcher import poll_profile
+
+log = logging.getLogger("jobs.watcher")
+
+
+class Command(BaseCommand):
+    help = "Follow active jobs on every cluster profile (or one), applying Slurm state and progress."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--profile", help="slug of one cluster profile (default: all active)")
+        parser.add_argument("--once", action="store_true", help="one cycle, then exit")
+        parser.add_argument("--interval", type=float, default=None, help="seconds between cycles")
+
+    def handle(self, *args, **opts):
+        interval = opts["interval"] or settings.WATCH_INTERVAL
+        stop = {"now": False}
+
+        def _stop(*_):
+            stop["now"] = True
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        backoff: dict[int, float] = {}
+        next_try: dict[int, float] = {}
+        while not stop["now"]:
+            qs = ClusterProfile.objects.filter(is_active=True)
+            if opts["profile"]:
+                qs = qs.filter(slug=opts["profile"])
+            started = time.monotonic()
+            for profile in qs:
+                if time.monotonic() < next_try.get(profile.pk, 0):
+                    continue
+                result = poll_profile(profile)
+                if result.error:
+                    backoff[profile.pk] = min(60.0, max(interval, backoff.get(profile.pk, interval) * 2))
+                    next_try[profile.pk] = time.monotonic() + backoff[profile.pk]
+                    log.warning("cluster %s unreachable (retry in %.0fs): %s", profile.slug, backoff[profile.pk], result.error)
+                else:
+                    backoff.pop(profile.pk, None)
+                    if result.changed:
+                        log.info("cluster %s: %d active job(s), %d changed", profile.slug, result.jobs, len(result.changed))
+            if opts["once"]:
+                break
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))

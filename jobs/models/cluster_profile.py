@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import posixpath
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+def _check_roots(value) -> None:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("/") for v in value):
+        raise ValidationError(_("Give a list of absolute folder paths, e.g. [\"/srv/storage\"]."))
+
+
+def _check_mapping(value) -> None:
+    ok = isinstance(value, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) and s.startswith("/") for s in p) for p in value
+    )
+    if not ok:
+        raise ValidationError(_("Give a list of [portal path, cluster path] pairs of absolute paths."))
+
+
+class ClusterProfile(models.Model):
+    """How the portal reaches one Slurm cluster: SSH login, pinned host key, remote folders."""
+
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    slug = models.SlugField(_("slug"), unique=True)
+    host = models.CharField(_("SSH host"), max_length=255)
+    port = models.PositiveIntegerField(_("SSH port"), default=22)
+    username = models.CharField(_("SSH user"), max_length=64)
+    private_key = models.TextField(_("SSH private key"), help_text=_("The service user's private key (OpenSSH or PEM text)."))
+    known_hosts = models.TextField(
+        _("pinned host key"),
+        help_text=_("known_hosts line(s) of the login node, e.g. \"[login.example.org]:22 ssh-ed25519 AAAA...\". "
+                    "Connections to a host whose key is not listed here are refused."),
+    )
+    work_root = models.CharField(_("remote work root"), max_length=500,
+                                 help_text=_("Folder on the cluster where job folders (inputs, manifest, logs, outputs) are created."))
+    target_roots = models.JSONField(_("allowed target roots"), default=list, validators=[_check_roots],
+                                    help_text=_("Cluster folders users may pick targets from."))
+    path_mapping = models.JSONField(_("path mapping"), default=list, blank=True, validators=[_check_mapping],
+                                    help_text=_("[portal path, cluster path] pairs where both see the same storage."))
+    worker_python = models.CharField(_("worker Python"), max_length=500, default="python3",
+                                     help_text=_("Python on the compute nodes that has the worker installed."))
+    worker_path = models.CharField(_("worker folder"), max_length=500, blank=True,
+                                   help_text=_("Folder holding the worker package (PYTHONPATH and working folder of tasks)."))
+    models_dir = models.CharField(_("models folder"), max_length=500, blank=True,
+                                  help_text=_("Read-only folder with the insightface models on the cluster."))
+    is_active = models.BooleanField(_("active"), default=True)
+
+    # Written by the watcher: what the page shows when the cluster cannot be reached.
+    last_contact_at = models.DateTimeField(null=True, blank=True, editable=False)
+    unreachable_since = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+
+    class Meta:
+        verbose_name = _("cluster profile")
+        verbose_name_plural = _("cluster profiles")
+
+    def __str__(self) -> str:
+        return self.name
+
+    def cluster_config(self):
+        from cluster import ClusterConfig
+
+        return ClusterConfig(host=self.host, port=self.port, user=self.username,
+                             private_key=self.private_key, known_hosts=self.known_hosts)
+
+    def job_dir(self, job_id) -> str:
+        return posixpath.join(self.work_root, "jobs", str(job_id))

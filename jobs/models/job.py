@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", _("queued")
+    SUBMITTING = "submitting", _("submitting")
+    PENDING = "pending", _("waiting in the queue")
+    RUNNING = "running", _("running")
+    COMPLETED = "completed", _("completed")
+    PARTIALLY_FAILED = "partially_failed", _("partially failed")
+    FAILED = "failed", _("failed")
+    CANCELLED = "cancelled", _("cancelled")
+    LOST = "lost", _("lost")
+
+
+#: states in which the cluster may still change the job (the watcher polls these)
+ACTIVE_STATUSES = (JobStatus.SUBMITTING, JobStatus.PENDING, JobStatus.RUNNING)
+FINAL_STATUSES = (JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.LOST)
+
+
+class TargetStatus(models.TextChoices):
+    # The worker's progress-record statuses (worker/progress.py), plus "waiting" before any record.
+    WAITING = "waiting", _("waiting")
+    RUNNING = "running", _("processing")
+    DONE = "done", _("done")
+    NO_FACE = "no_face", _("no face found")
+    SKIPPED = "skipped", _("already done")
+    FAILED = "failed", _("failed")
+
+
+OK_TARGET_STATUSES = (TargetStatus.DONE, TargetStatus.NO_FACE, TargetStatus.SKIPPED)
+
+
+class JobQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """Every lookup of a job goes through here: owners see theirs, staff see all."""
+        if user.is_staff:
+            return self
+        return self.filter(owner=user)
+
+
+def job_media_dir(job: "Job") -> Path:
+    return Path(settings.MEDIA_ROOT) / "users" / str(job.owner_id) / "jobs" / str(job.id)
+
+
+class Job(models.Model):
+    """One click of Start: sources + targets + template, submitted as ONE Slurm array job."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    name = models.CharField(_("name"), max_length=200, blank=True)
+    template = models.ForeignKey("jobs.Template", on_delete=models.SET_NULL, null=True, related_name="jobs")
+    template_snapshot = models.JSONField(default=dict)
+    cluster = models.ForeignKey("jobs.ClusterProfile", on_delete=models.PROTECT, related_name="jobs")
+    status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
+    #: plain-language reason shown on the page (why it failed, or why it is still waiting)
+    error = models.TextField(blank=True)
+    target_folder = models.CharField(max_length=1000, blank=True)
+    slurm_job_id = models.CharField(max_length=32, blank=True, db_index=True)
+    cancel_requested = models.BooleanField(default=False)
+    consent_at = models.DateTimeField(null=True, blank=True)
+    callback_url = models.URLField(blank=True)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name or str(self.id)
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (JobStatus.QUEUED, *ACTIVE_STATUSES)
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    @property
+    def media_dir(self) -> Path:
+        return job_media_dir(self)
+
+    @property
+    def slurm_name(self) -> str:
+        """The Slurm job name: the job's uuid, so a retried submission can find it."""
+        return f"ffp-{self.id}"
+
+    def move(self, from_statuses, to_status: str, **fields) -> bool:
+        """Conditional state change: UPDATE ... WHERE status IN (from). True when this call won.
+
+        Every change of a job's status goes through here, so two processes (the RQ worker, the
+        watcher, a cancel request) can never both act on the same transition.
+        """
+        if isinstance(from_statuses, str):
+            from_statuses = (from_statuses,)
+        n = Job.objects.filter(pk=self.pk, status__in=from_statuses).update(status=to_status, **fields)
+        if n:
+            self.status = to_status
+            for k, v in fields.items():
+                setattr(self, k, v)
+        return bool(n)
+
+
+def source_upload_to(instance: "Source", filename: str) -> str:
+    return f"users/{instance.job.owner_id}/jobs/{instance.job_id}/sources/{filename}"
+
+
+def target_upload_to(instance: "Target", filename: str) -> str:
+    return f"users/{instance.job.owner_id}/jobs/{instance.job_id}/targets/{filename}"
+
+
+class Source(models.Model):
+    """An uploaded photo of the person whose face goes in (several are averaged)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="sources")
+    file = models.FileField(upload_to=source_upload_to, max_length=500)
+    original_name = models.CharField(max_length=255)
+
+
+class Target(models.Model):
+    """One image or video to process. `index` is its position in the worker manifest."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="targets")
+    index = models.PositiveIntegerField()
+    name = models.CharField(max_length=500)  # what the user sees (relative path in the folder)
+    cluster_path = models.CharField(max_length=1000, blank=True)  # where the cluster reads it
+    upload = models.FileField(upload_to=target_upload_to, max_length=500, blank=True)
+    output_name = models.CharField(max_length=500)  # file name under the job's outputs/
+    task_index = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=TargetStatus.choices, default=TargetStatus.WAITING)
+    message = models.TextField(blank=True)
+    faces_found = models.PositiveIntegerField(default=0)
+    faces_swapped = models.PositiveIntegerField(default=0)
+    seconds = models.FloatField(null=True, blank=True)
+    output_file = models.CharField(max_length=1000, blank=True)  # local path of the fetched output
+    thumbnail_file = models.CharField(max_length=1000, blank=True)
+
+    class Meta:
+        ordering = ["index"]
+        constraints = [models.UniqueConstraint(fields=["job", "index"], name="unique_target_index")]
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status in OK_TARGET_STATUSES
+
+
+class Task(models.Model):
+    """One array index of a job; its state follows Slurm's (PENDING, RUNNING, OUT_OF_MEMORY ...)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="tasks")
+    index = models.PositiveIntegerField()
+    state = models.CharField(max_length=24, default="PENDING")
+    node = models.CharField(max_length=100, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=300, blank=True)  # plain words
+    elapsed_seconds = models.PositiveIntegerField(null=True, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["index"]
+        constraints = [models.UniqueConstraint(fields=["job", "index"], name="unique_task_index")]

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from django.contrib.auth.models import Group
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+ENGINE_CHOICES = [("auto", _("Automatic (GPU models if installed)")), ("insightface", _("InsightFace (GPU)")),
+                  ("classic", _("Classic (CPU)"))]
+FACE_SELECTOR_CHOICES = [("many", _("Every face")), ("one", _("The largest face")), ("reference", _("Faces like a reference photo"))]
+
+
+class TemplateQuerySet(models.QuerySet):
+    def usable_by(self, user):
+        """Active templates the user may pick: open to all, or to one of the user's groups."""
+        qs = self.filter(is_active=True, cluster__is_active=True)
+        if user.is_staff:
+            return qs
+        return qs.filter(models.Q(groups__isnull=True) | models.Q(groups__in=user.groups.all())).distinct()
+
+
+class Template(models.Model):
+    """An admin-defined preset: where and how a job runs. Jobs keep a snapshot of it."""
+
+    name = models.CharField(_("name"), max_length=100)
+    slug = models.SlugField(_("slug"), unique=True)
+    description = models.TextField(_("description"), blank=True, help_text=_("Plain words shown on the template card."))
+    cluster = models.ForeignKey("jobs.ClusterProfile", on_delete=models.PROTECT, verbose_name=_("cluster profile"))
+    partition = models.CharField(_("partition"), max_length=64)
+    gpu_type = models.CharField(_("GPU type"), max_length=64, blank=True)
+    gpu_count = models.PositiveIntegerField(_("GPUs per task"), default=1)
+    cpus_per_task = models.PositiveIntegerField(_("CPUs per task"), default=1)
+    mem = models.CharField(_("memory per task"), max_length=16, default="4G")
+    time_limit = models.CharField(_("time limit"), max_length=16, default="00:30:00",
+                                  help_text=_("Always set: [D-]HH:MM:SS. Jobs without one never fit before a reservation."))
+    chunk_size = models.PositiveIntegerField(_("images per task"), default=10)
+    array_limit = models.PositiveIntegerField(_("tasks at once"), null=True, blank=True)
+    container_image = models.CharField(_("container image"), max_length=500, blank=True)
+    engine = models.CharField(_("engine"), max_length=16, choices=ENGINE_CHOICES, default="auto")
+    face_selector = models.CharField(_("faces to swap"), max_length=16, choices=FACE_SELECTOR_CHOICES, default="many")
+    qos = models.CharField(_("QOS"), max_length=64, blank=True)
+    groups = models.ManyToManyField(Group, blank=True, verbose_name=_("groups"),
+                                    help_text=_("Only these groups may use it; none means everyone."))
+    is_active = models.BooleanField(_("active"), default=True)
+    order = models.PositiveIntegerField(_("order"), default=0)
+
+    objects = TemplateQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["order", "name"]
+        verbose_name = _("template")
+        verbose_name_plural = _("templates")
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gres(self) -> str:
+        if not self.gpu_count:
+            return ""
+        return f"gpu:{self.gpu_type}:{self.gpu_count}" if self.gpu_type else f"gpu:{self.gpu_count}"
+
+    def snapshot(self) -> dict:
+        """What a job runs with, frozen at Start: later edits never change a submitted job."""
+        return {
+            "slug": self.slug, "name": self.name, "cluster": self.cluster.slug, "partition": self.partition,
+            "gres": self.gres, "gpu_count": self.gpu_count, "cpus_per_task": self.cpus_per_task, "mem": self.mem,
+            "time_limit": self.time_limit, "chunk_size": self.chunk_size, "array_limit": self.array_limit,
+            "container_image": self.container_image, "engine": self.engine, "face_selector": self.face_selector,
+            "qos": self.qos,
+        }

@@ -1,0 +1,156 @@
+"""A job's results as files the portal may serve, and all of them as one streamed zip.
+
+Paths stored on targets (`output_file`, `thumbnail_file`, uploads) are trusted only after they
+resolve, symlinks followed, to a file under MEDIA_ROOT: a row that points elsewhere serves nothing.
+Used by the pages and the JSON API alike.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+import time
+import zipfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from django.conf import settings
+from django.http import StreamingHttpResponse
+from django.utils.http import content_disposition_header
+from django.utils.text import slugify
+
+from cluster import PathNotAllowed, check_in_roots
+
+from .models import Job, Target
+from .uploads import safe_name
+
+#: bytes read from an output per zip write: large enough to be fast, small enough to stream
+ZIP_CHUNK_BYTES = 1024 * 1024
+#: zip dates start in 1980 (a day in, so no time zone turns it into 1979)
+_ZIP_EPOCH = 315619200
+
+
+def media_file(path: str | os.PathLike | None) -> Path | None:
+    """The existing file at `path` (absolute, or relative to MEDIA_ROOT) if it lies under MEDIA_ROOT."""
+    if not path:
+        return None
+    root = Path(settings.MEDIA_ROOT).resolve()
+    try:
+        real = (root / path).resolve()  # an absolute `path` replaces root here
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if not real.is_relative_to(root) or not real.is_file():
+        return None
+    return real
+
+
+def output_path(target: Target) -> Path | None:
+    """The fetched output of a target, or None while there is none (or it is not ours to serve)."""
+    return media_file(target.output_file)
+
+
+def thumbnail_path(target: Target) -> Path | None:
+    return media_file(target.thumbnail_file)
+
+
+def input_path(target: Target) -> Path | None:
+    """The "before" picture: the uploaded target, or a folder target the portal sees on shared storage.
+
+    A folder target is visible here only through the cluster profile's path mapping, and only when
+    its cluster path is inside the allowed target roots and the local file stays inside the mapped
+    folder after symlinks are followed.
+    """
+    if target.upload:
+        return media_file(target.upload.name)
+    profile = target.job.cluster
+    if not target.cluster_path or not profile.path_mapping:
+        return None
+    try:
+        cluster_path = check_in_roots(target.cluster_path, list(profile.target_roots))
+    except PathNotAllowed:
+        return None
+    for portal_root, cluster_root in profile.path_mapping:
+        rel = posixpath.relpath(cluster_path, cluster_root)
+        if rel == ".." or rel.startswith("../"):
+            continue
+        local_root = Path(portal_root).resolve()
+        real = (local_root / rel).resolve()
+        if real.is_relative_to(local_root) and real.is_file():
+            return real
+    return None
+
+
+def fetched_outputs(job: Job) -> list[tuple[str, Path]]:
+    """(name in the zip, local file) of every output fetched so far, in target order."""
+    out = []
+    for target in job.targets.exclude(output_file="").order_by("index"):
+        path = output_path(target)
+        if path is not None:
+            out.append((safe_name(target.output_name), path))
+    return out
+
+
+def results_zip_name(job: Job) -> str:
+    stem = slugify(job.name, allow_unicode=True)[:60] or "job"
+    return f"{stem}-{str(job.id)[:8]}-results.zip"
+
+
+def stream_results_zip(job: Job) -> StreamingHttpResponse:
+    """Every fetched output of `job` as a zip, streamed as it is written: nothing is built in
+    memory or on disk first, so a zip of thousands of videos costs one read buffer."""
+    response = StreamingHttpResponse(iter_zip(fetched_outputs(job)), content_type="application/zip")
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=results_zip_name(job))
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+class _Pipe:
+    """The write end ZipFile writes to; the generator hands on what it collected after each write.
+
+    It has no tell()/seek(), so ZipFile writes in streaming mode (sizes and CRC after each entry).
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def write(self, data) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        data = b"".join(self._parts)
+        self._parts.clear()
+        return data
+
+
+def iter_zip(files: Iterable[tuple[str, Path]], chunk_bytes: int = ZIP_CHUNK_BYTES) -> Iterator[bytes]:
+    """The bytes of a zip of `files` ((name in the zip, path) pairs), a piece at a time.
+
+    Entries are stored, not deflated: photos and videos are compressed already. Non-ASCII names
+    are kept (zipfile marks them UTF-8). A file that vanished since it was listed is left out.
+    """
+    pipe = _Pipe()
+    with zipfile.ZipFile(pipe, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, path in files:
+            try:
+                f = open(path, "rb")
+            except OSError:
+                continue
+            with f:
+                st = os.fstat(f.fileno())
+                info = zipfile.ZipInfo(name, date_time=time.localtime(max(st.st_mtime, _ZIP_EPOCH))[:6])
+                info.compress_type = zipfile.ZIP_STORED
+                info.file_size = st.st_size  # tells zipfile up front whether the entry needs ZIP64
+                with zf.open(info, mode="w") as entry:
+                    while chunk := f.read(chunk_bytes):
+                        entry.write(chunk)
+                        yield from _nonempty(pipe.take())
+            yield from _nonempty(pipe.take())
+    yield from _nonempty(pipe.take())
+
+
+def _nonempty(data: bytes) -> Iterator[bytes]:
+    if data:
+        yield data

@@ -1,0 +1,119 @@
+"""Start: turn a user's choices into a queued job, in one transaction, and enqueue its submission.
+
+Called by the "New job" page and by `POST /api/v1/jobs` alike. Nothing here talks to the cluster:
+an SSH outage during Start must never lose the job, so staging, folder listing and sbatch all
+happen in the RQ task (`jobs.submit.submit_job`), which is retried.
+"""
+from __future__ import annotations
+
+import logging
+import posixpath
+import shutil
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from cluster import PathNotAllowed, check_in_roots
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
+
+from .models import Job, Source, Target, Template
+from .uploads import UploadRejected, check_upload, safe_name
+
+log = logging.getLogger(__name__)
+
+MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
+
+
+class StartError(Exception):
+    """A Start that cannot go ahead; `message` is shown to the user, `field` names the form field."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+def start_job(*, user, template: Template | None, sources: list[UploadedFile], target_folder: str = "",
+              target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
+              callback_url: str = "") -> Job:
+    target_files = target_files or []
+    if template is None or not Template.objects.usable_by(user).filter(pk=template.pk).exists():
+        raise StartError(_("Choose one of the templates offered to you."), "template")
+    if not consent:
+        raise StartError(_("Confirm that you have the right to process the faces in these photos."), "consent")
+    if not sources:
+        raise StartError(_("Upload at least one photo of the face to put in."), "source")
+    if bool(target_folder) == bool(target_files):
+        raise StartError(_("Pick a target folder on the cluster or upload target files (one of the two)."), "target_folder")
+    profile = template.cluster
+    if target_folder:
+        try:
+            target_folder = check_in_roots(target_folder, list(profile.target_roots))
+        except PathNotAllowed:
+            raise StartError(_("That folder is outside the folders you may use. Pick one with the folder browser."),
+                             "target_folder") from None
+    for f in sources:
+        try:
+            check_upload(f, kind="image")
+        except UploadRejected as exc:
+            raise StartError(_("Source %(name)s: %(reason)s") % {"name": f.name, "reason": exc}, "source") from None
+    for f in target_files:
+        try:
+            check_upload(f, kind="media")
+        except UploadRejected as exc:
+            raise StartError(_("Target %(name)s: %(reason)s") % {"name": f.name, "reason": exc}, "targets") from None
+
+    job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=template.snapshot(),
+              cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url)
+    try:
+        with transaction.atomic():
+            job.save()
+            for f in sources:
+                Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
+            used: set[str] = set()
+            for i, f in enumerate(target_files):
+                out = _unique(default_output_name(safe_name(f.name)), used)
+                Target.objects.create(job=job, index=i, name=f.name[:500], upload=_named(f, out), output_name=out)
+            job.total = len(target_files)
+            job.save(update_fields=["total"])
+            if settings.SUBMIT_ON_START:
+                transaction.on_commit(lambda: enqueue_submission(job))
+    except Exception:
+        # Files are written before the rows commit: remove them so a failed Start leaves nothing.
+        shutil.rmtree(job.media_dir, ignore_errors=True)
+        raise
+    log.info("job %s started by %s: template %s, %s", job.id, user, template.slug,
+             f"folder {target_folder}" if target_folder else f"{len(target_files)} uploaded target(s)")
+    return job
+
+
+def enqueue_submission(job: Job) -> None:
+    import django_rq
+
+    from .submit import SUBMIT_RETRY, submit_job
+
+    # job_id makes a double enqueue of the same Start collapse into one RQ job.
+    django_rq.get_queue("default").enqueue(submit_job, str(job.id), job_id=f"submit-{job.id}", retry=SUBMIT_RETRY,
+                                           job_timeout=900, result_ttl=3600, failure_ttl=7 * 86400)
+
+
+def _named(f: UploadedFile, name: str | None = None) -> UploadedFile:
+    f.name = safe_name(name or f.name)
+    return f
+
+
+def _unique(name: str, used: set[str]) -> str:
+    stem, ext = posixpath.splitext(name)
+    candidate, n = name, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{stem}-{n}{ext}"
+    used.add(candidate)
+    return candidate
+
+
+def is_media_name(name: str) -> bool:
+    return name.lower().endswith(MEDIA_EXTENSIONS)

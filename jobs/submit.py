@@ -1,0 +1,192 @@
+"""The RQ side of Start: stage inputs, write the manifest, render the sbatch script, submit.
+
+`submit_job` is safe to run twice for the same job (RQ retries, a worker killed half-way): the
+Slurm job name carries the job's uuid and is looked up in squeue/sacct before any sbatch, so a
+job is never submitted twice; and a job is never lost: a cluster outage leaves it `submitting`
+with a plain reason, and the RQ job is retried with backoff.
+"""
+from __future__ import annotations
+
+import logging
+import posixpath
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from rq import Retry
+
+from cluster import ClusterError, PathNotAllowed, get_runner, resolve_remote_in_roots
+from cluster import slurm
+from cluster.sbatch import SbatchSpec, render_script
+from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
+from worker.manifest import Target as ManifestTarget
+
+from .models import Job, JobStatus, Target, Task
+from .start import is_media_name
+
+log = logging.getLogger(__name__)
+
+#: RQ retry policy of a submission that met a cluster outage (seconds between tries)
+SUBMIT_RETRY = Retry(max=8, interval=[10, 30, 60, 120, 300, 600, 900, 1800])
+
+
+class SubmitRejected(Exception):
+    """The job cannot run as asked (empty folder, folder outside the roots): fail it, don't retry."""
+
+
+def submit_job(job_id: str) -> str | None:
+    """Submit one job; returns the Slurm job id (None when there is nothing to do)."""
+    job = Job.objects.select_related("cluster").get(pk=job_id)
+    if job.cancel_requested and not job.slurm_job_id:
+        job.move((JobStatus.QUEUED, JobStatus.SUBMITTING), JobStatus.CANCELLED, finished_at=timezone.now())
+        return None
+    if job.is_final:
+        return None
+    if job.slurm_job_id:
+        return job.slurm_job_id
+    if not job.move((JobStatus.QUEUED, JobStatus.SUBMITTING), JobStatus.SUBMITTING):
+        return None
+    profile = job.cluster
+    try:
+        runner = get_runner(profile.cluster_config())
+        existing = find_submitted(runner, job)
+        if existing:
+            log.info("job %s was already submitted as Slurm job %s: not submitting again", job.id, existing)
+            slurm_id = existing
+        else:
+            script_path = stage(runner, job)
+            job.refresh_from_db(fields=["cancel_requested"])
+            if job.cancel_requested:
+                job.move(JobStatus.SUBMITTING, JobStatus.CANCELLED, finished_at=timezone.now())
+                return None
+            res = runner.run(slurm.sbatch_argv(script_path), timeout=60, check=True)
+            slurm_id = slurm.parse_sbatch_parsable(res.stdout)
+    except SubmitRejected as exc:
+        job.move(JobStatus.SUBMITTING, JobStatus.FAILED, error=str(exc), finished_at=timezone.now())
+        return None
+    except ClusterError as exc:
+        # Visible on the page while RQ retries; the job stays `submitting`, never lost.
+        Job.objects.filter(pk=job.pk).update(error=_("Waiting to submit: %(why)s. Retrying automatically.") % {"why": exc})
+        log.warning("job %s: submission failed, will retry: %s", job.id, exc)
+        raise
+    if not job.move(JobStatus.SUBMITTING, JobStatus.PENDING, slurm_job_id=slurm_id, submitted_at=timezone.now(), error=""):
+        # Cancelled while sbatch ran: keep the id so nothing runs unseen, and stop it.
+        Job.objects.filter(pk=job.pk).update(slurm_job_id=slurm_id)
+        runner.run(slurm.scancel_argv([slurm_id]), timeout=30)
+        return slurm_id
+    if not existing:
+        log.info("job %s submitted as Slurm job %s", job.id, slurm_id)
+    job.refresh_from_db(fields=["cancel_requested"])
+    if job.cancel_requested:
+        runner.run(slurm.scancel_argv([slurm_id]), timeout=30)
+    return slurm_id
+
+
+def find_submitted(runner, job: Job) -> str | None:
+    """The Slurm id of an earlier submission of this job, looked up by its unique name."""
+    squeue_res, sacct_res = runner.run_batch([slurm.squeue_argv(user=job.cluster.username),
+                                              slurm.sacct_argv(name=job.slurm_name, start="now-30days")])
+    return slurm.find_job_by_name(squeue_res.stdout if squeue_res.rc == 0 else "",
+                                  sacct_res.stdout if sacct_res.rc == 0 else "", job.slurm_name)
+
+
+def stage(runner, job: Job) -> str:
+    """Put sources and uploaded targets on the cluster, write manifest and script; returns the script path."""
+    profile = job.cluster
+    snap = job.template_snapshot
+    root = profile.job_dir(job.id)
+    for sub in ("sources", "targets", "out/outputs", "out/progress", "logs"):
+        runner.makedirs(posixpath.join(root, sub))
+
+    sources = []
+    for i, src in enumerate(job.sources.all()):
+        remote = posixpath.join(root, "sources", f"{i}-{posixpath.basename(src.file.name)}")
+        runner.put_file(src.file.path, remote)
+        sources.append(remote)
+
+    if job.target_folder and not job.targets.exists():
+        _targets_from_folder(runner, job)
+    targets = list(job.targets.all())
+    if not targets:
+        raise SubmitRejected(_("The folder %(folder)s has no images or videos in it.") % {"folder": job.target_folder})
+    for t in targets:
+        if t.upload:
+            remote = posixpath.join(root, "targets", t.output_name)
+            runner.put_file(t.upload.path, remote)
+            if t.cluster_path != remote:
+                Target.objects.filter(pk=t.pk).update(cluster_path=remote)
+                t.cluster_path = remote
+
+    chunks = make_chunks(len(targets), max(1, int(snap.get("chunk_size") or 1)))
+    manifest = Manifest(
+        job=str(job.id), sources=tuple(sources),
+        targets=tuple(ManifestTarget(path=t.cluster_path, output=t.output_name) for t in targets),
+        chunks=tuple(tuple(c) for c in chunks), output_dir=posixpath.join(root, "out"),
+        engine=EngineOptions(name=snap.get("engine", "auto"), face_selector=snap.get("face_selector", "many")),
+    )
+    manifest_path = posixpath.join(root, "manifest.json")
+    runner.put_bytes(manifest.dumps().encode(), manifest_path)
+
+    with transaction.atomic():
+        for n, chunk in enumerate(chunks):
+            Target.objects.filter(job=job, index__in=chunk).update(task_index=n)
+            Task.objects.get_or_create(job=job, index=n)
+    script = render_script(sbatch_spec(job, manifest_path, len(chunks)))
+    script_path = posixpath.join(root, "job.sbatch")
+    runner.put_bytes(script.encode(), script_path, mode=0o755)
+    return script_path
+
+
+def sbatch_spec(job: Job, manifest_path: str, n_tasks: int) -> SbatchSpec:
+    profile, snap = job.cluster, job.template_snapshot
+    root = profile.job_dir(job.id)
+    command = [profile.worker_python, "-m", "worker", "run", "--manifest", manifest_path]
+    if profile.models_dir:
+        command += ["--models-dir", profile.models_dir]
+    env = {"PYTHONPATH": profile.worker_path} if profile.worker_path else {}
+    binds = [f"{profile.models_dir}:{profile.models_dir}"] if profile.models_dir else []
+    return SbatchSpec(
+        job_name=job.slurm_name, comment=job.slurm_name, partition=snap["partition"], time_limit=snap["time_limit"],
+        cpus_per_task=int(snap.get("cpus_per_task") or 1), mem=snap.get("mem") or "", gres=snap.get("gres") or "",
+        array_indexes=list(range(n_tasks)), array_limit=snap.get("array_limit"), log_dir=posixpath.join(root, "logs"),
+        workdir=profile.worker_path or root, command=command, env=env, qos=snap.get("qos") or "",
+        container_image=snap.get("container_image") or "", container_binds=binds + [f"{root}:{root}"] if snap.get("container_image") else [],
+    )
+
+
+def _targets_from_folder(runner, job: Job) -> None:
+    roots = list(job.cluster.target_roots)
+    try:
+        folder = resolve_remote_in_roots(runner, job.target_folder, roots)
+    except PathNotAllowed:
+        raise SubmitRejected(_("The folder %(folder)s is outside the folders you may use.") % {"folder": job.target_folder}) from None
+    entries = sorted((e for e in runner.listdir(folder) if e.type == "file" and is_media_name(e.name)
+                      and not e.name.startswith(".")), key=lambda e: e.name)
+    used: set[str] = set()
+    rows = []
+    for i, e in enumerate(entries):
+        out = default_output_name(e.name)
+        stem, ext = posixpath.splitext(out)
+        n = 1
+        while out in used:  # a.webm and a.mp4 would both write a.mp4
+            n += 1
+            out = f"{stem}-{n}{ext}"
+        used.add(out)
+        rows.append(Target(job=job, index=i, name=e.name, cluster_path=posixpath.join(folder, e.name), output_name=out))
+    with transaction.atomic():
+        Target.objects.bulk_create(rows)
+        Job.objects.filter(pk=job.pk).update(total=len(rows))
+    job.total = len(rows)
+
+
+def cancel_on_cluster(job_id: str) -> None:
+    """scancel what exists; the watcher records `cancelled` from Slurm's answer."""
+    job = Job.objects.select_related("cluster").get(pk=job_id)
+    if job.is_final:
+        return
+    if not job.slurm_job_id:
+        # queued: cancel now; submitting: submit_job sees cancel_requested before and after sbatch.
+        job.move(JobStatus.QUEUED, JobStatus.CANCELLED, finished_at=timezone.now())
+        return
+    runner = get_runner(job.cluster.cluster_config())
+    runner.run(slurm.scancel_argv([job.slurm_job_id]), timeout=30)

@@ -1,0 +1,62 @@
+"""A job's files: outputs, thumbnails, uploaded inputs (for before/after) and the results zip.
+
+Never served as static media: each request looks the job up for the user first, and each path
+is checked to lie under MEDIA_ROOT (jobs.results) before it is opened.
+"""
+from __future__ import annotations
+
+import mimetypes
+from pathlib import Path
+from uuid import UUID
+
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
+
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
+
+from ..results import input_path, output_path, stream_results_zip, thumbnail_path
+from . import get_job_for_user, get_target_for_user
+
+
+@login_required
+@require_safe
+def job_output(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
+    target = get_target_for_user(request.user, job_id, index)
+    return serve_file(output_path(target), target.output_name, download=request.GET.get("download") == "1")
+
+
+@login_required
+@require_safe
+def job_thumb(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
+    target = get_target_for_user(request.user, job_id, index)
+    path = thumbnail_path(target)
+    return serve_file(path, Path(target.output_name).stem + ".jpg")
+
+
+@login_required
+@require_safe
+def job_input(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
+    target = get_target_for_user(request.user, job_id, index)
+    return serve_file(input_path(target), Path(target.name).name, download=request.GET.get("download") == "1")
+
+
+@login_required
+@require_safe
+def job_results_zip(request: HttpRequest, job_id: UUID) -> HttpResponse:
+    return stream_results_zip(get_job_for_user(request.user, job_id))
+
+
+def serve_file(path: Path | None, name: str, download: bool = False) -> FileResponse:
+    """Stream a checked file. Only photo and video types are shown in the browser; anything else
+    is a download, so an upload can never run as a page of this site."""
+    if path is None:
+        raise Http404("No such file")
+    content_type = None
+    if name.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS):
+        content_type = mimetypes.guess_type(name)[0]
+    response = FileResponse(open(path, "rb"), as_attachment=download or content_type is None, filename=name,
+                            content_type=content_type or "application/octet-stream")
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response

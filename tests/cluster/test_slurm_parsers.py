@@ -1,0 +1,206 @@
+"""The parsers against every real Slurm 22.05 output captured in tests/cluster/samples/."""
+from pathlib import Path
+
+import pytest
+
+from cluster import (
+    SlurmError, expand_array_range, find_job_by_name, parse_sacct, parse_sacct_exit_codes,
+    parse_sbatch_parsable, parse_sinfo, parse_squeue,
+)
+
+SAMPLES = Path(__file__).parent / "samples"
+
+
+def sample(name: str) -> str:
+    return (SAMPLES / name).read_text()
+
+
+def summary(tasks):
+    return [(t.job_id, t.task_index, t.state, t.node, t.exit_code, t.signal) for t in tasks]
+
+
+def test_it_covers_every_sample_file():
+    # A new sample without a test here is a parser nobody checked against real output.
+    tested = {
+        "memkill_output.txt", "sacct_array_mixed.json", "sacct_array_mixed.txt",
+        "sacct_array_running.json", "sacct_array_running.txt", "sacct_by_name.json",
+        "sacct_by_name_completed.json", "sacct_by_name_just_submitted.json",
+        "sacct_by_name_none.json", "sacct_cancelled.json", "sacct_cancelled.txt",
+        "sacct_memkill.json", "sacct_memkill.txt", "sacct_timeout.json", "sacct_timeout.txt",
+        "sbatch_error_gres.txt", "sbatch_parsable.txt", "sinfo.json", "squeue_array_running.json",
+        "squeue_finished.json", "squeue_empty.json", "timeout_output.txt",
+    }
+    assert {p.name for p in SAMPLES.iterdir()} <= tested
+
+
+def test_it_reads_sbatch_parsable():
+    assert parse_sbatch_parsable(sample("sbatch_parsable.txt")) == "38"
+    assert parse_sbatch_parsable("123;ffportal\n") == "123"
+
+
+def test_it_refuses_sbatch_error_text_as_a_job_id():
+    with pytest.raises(SlurmError, match="did not print a job id"):
+        parse_sbatch_parsable(sample("sbatch_error_gres.txt"))
+
+
+def test_it_expands_the_pending_part_of_a_running_array_in_squeue():
+    tasks = parse_squeue(sample("squeue_array_running.json"), job_ids=["29"])
+    assert summary(tasks) == [
+        ("29", 0, "RUNNING", "vm", None, None),
+        ("29", 1, "RUNNING", "vm", None, None),
+        ("29", 2, "PENDING", "", None, None),
+        ("29", 3, "PENDING", "", None, None),
+    ]
+    assert [t.reason for t in tasks] == ["None", "None", "Resources", "Resources"]
+    assert [t.pending_array_range for t in tasks] == [None, None, "2-3", "2-3"]
+    assert [t.gpus for t in tasks] == [1, 1, 0, 0]
+    running = tasks[0]
+    assert running.start_time == 1795993607
+    assert running.end_time is None  # squeue's end_time of a running job is only a forecast
+    assert running.elapsed_seconds is None
+    assert running.name == running.comment == "ffp-26aadbe6-35f1-4e6a-b792-92b1efc447e7"
+
+
+def test_it_keeps_every_job_when_not_asked_to_filter():
+    # 22.05's squeue --json ignores --jobs: other jobs (here the check job 28) come along.
+    tasks = parse_squeue(sample("squeue_array_running.json"))
+    assert [(t.job_id, t.task_index, t.state) for t in tasks][0] == ("28", None, "COMPLETED")
+    assert len(tasks) == 5
+
+
+def test_it_decodes_squeues_raw_wait_status_of_finished_jobs():
+    tasks = {(t.job_id, t.task_index): t for t in parse_squeue(sample("squeue_finished.json"))}
+    assert (tasks["33", 2].state, tasks["33", 2].exit_code, tasks["33", 2].reason) == \
+        ("FAILED", 3, "NonZeroExitCode")  # raw 768
+    assert (tasks["33", 3].state, tasks["33", 3].exit_code) == ("COMPLETED", 0)  # runs as job 33
+    assert (tasks["29", 0].state, tasks["29", 0].signal) == ("CANCELLED", 15)
+    assert (tasks["32", None].state, tasks["32", None].signal, tasks["32", None].reason) == \
+        ("TIMEOUT", 15, "TimeLimit")
+    assert (tasks["37", None].state, tasks["37", None].signal) == ("FAILED", 9)  # memory kill
+    assert tasks["32", None].elapsed_seconds == 81
+    # Refused at submission: never ran, so its raw "1" is not SIGHUP.
+    refused = tasks["39", None]
+    assert (refused.state, refused.reason, refused.exit_code, refused.signal) == \
+        ("FAILED", "BadConstraints", None, None)
+    # Tasks 2-3 were cancelled while still pending: expanded, never ran.
+    assert [(t.task_index, t.state, t.node) for t in (tasks["29", 2], tasks["29", 3])] == \
+        [(2, "CANCELLED", ""), (3, "CANCELLED", "")]
+
+
+def test_it_reads_an_empty_queue():
+    assert parse_squeue(sample("squeue_empty.json")) == []
+
+
+def test_it_expands_the_hex_bitmap_of_pending_tasks_in_sacct():
+    tasks = parse_sacct(sample("sacct_array_running.json"))
+    assert summary(tasks) == [
+        ("29", 0, "RUNNING", "vm", None, None),
+        ("29", 1, "RUNNING", "vm", None, None),
+        ("29", 2, "PENDING", "", None, None),  # array.task "0xC": bits 2 and 3
+        ("29", 3, "PENDING", "", None, None),
+    ]
+    assert tasks[2].pending_array_range == "2-3"
+    assert [t.gpus for t in tasks] == [1, 1, 0, 0]
+    assert tasks[0].elapsed_seconds == 1 and tasks[2].elapsed_seconds is None
+
+
+def test_it_marks_lost_exit_codes_unknown_without_the_text_twin():
+    # 22.05's JSON says {"status": "SUCCESS", "return_code": 0} for task 2, which exited 3.
+    tasks = parse_sacct(sample("sacct_array_mixed.json"))
+    assert summary(tasks) == [
+        ("33", 0, "COMPLETED", "vm", 0, None),
+        ("33", 1, "COMPLETED", "vm", 0, None),
+        ("33", 2, "FAILED", "vm", None, None),
+        ("33", 3, "COMPLETED", "vm", 0, None),
+    ]
+
+
+def test_it_takes_exit_codes_from_sacct_text():
+    tasks = parse_sacct(sample("sacct_array_mixed.json"), sample("sacct_array_mixed.txt"))
+    assert [(t.task_index, t.state, t.exit_code) for t in tasks] == [
+        (0, "COMPLETED", 0), (1, "COMPLETED", 0), (2, "FAILED", 3), (3, "COMPLETED", 0)]
+    assert [(t.start_time, t.end_time, t.elapsed_seconds) for t in tasks][2] == \
+        (1795993619, 1795993620, 1)
+
+
+def test_it_reads_exit_codes_in_both_text_forms():
+    assert parse_sacct_exit_codes("36|3:0\n37|0:9\n29|0:0\n") == \
+        {"36": (3, None), "37": (None, 9), "29": (0, None)}
+    codes = parse_sacct_exit_codes(sample("sacct_memkill.txt"))  # header line, steps skipped
+    assert codes == {"37": (None, 9)}
+
+
+def test_it_reads_a_cancelled_array():
+    tasks = parse_sacct(sample("sacct_cancelled.json"), sample("sacct_cancelled.txt"))
+    assert summary(tasks) == [
+        ("29", 0, "CANCELLED", "vm", 0, None),
+        ("29", 1, "CANCELLED", "vm", 0, None),
+        ("29", 2, "CANCELLED", "", 0, None),  # never started: "None assigned"
+        ("29", 3, "CANCELLED", "", 0, None),
+    ]
+    assert {t.comment for t in tasks} == {"ffp-26aadbe6-35f1-4e6a-b792-92b1efc447e7"}
+    assert tasks[2].start_time is None and tasks[2].end_time == 1795993609
+
+
+def test_it_reads_the_memory_kill_as_failed_by_signal_9():
+    (task,) = parse_sacct(sample("sacct_memkill.json"))
+    assert (task.job_id, task.task_index, task.state, task.exit_code, task.signal) == \
+        ("37", None, "FAILED", None, 9)
+    assert parse_sacct(sample("sacct_memkill.json"), sample("sacct_memkill.txt")) == [task]
+
+
+def test_it_reads_a_timeout():
+    (task,) = parse_sacct(sample("sacct_timeout.json"), sample("sacct_timeout.txt"))
+    assert (task.job_id, task.state, task.exit_code, task.elapsed_seconds, task.gpus) == \
+        ("32", "TIMEOUT", 0, 81, 0)
+    assert "DUE TO TIME LIMIT" in sample("timeout_output.txt")
+
+
+def test_it_reads_lookups_by_name():
+    (done,) = parse_sacct(sample("sacct_by_name_completed.json"))
+    assert (done.job_id, done.state, done.name, done.comment) == (
+        "38", "COMPLETED", "ffp-9b9a6b34-0e66-454e-a753-78640e008933",
+        "ffp-9b9a6b34-0e66-454e-a753-78640e008933")
+    # "Nothing found" arrives as an error entry (9003): it means an empty answer.
+    assert parse_sacct(sample("sacct_by_name_none.json")) == []
+    assert parse_sacct(sample("sacct_by_name_just_submitted.json")) == []
+    assert len(parse_sacct(sample("sacct_by_name.json"))) == 4
+
+
+def test_it_finds_a_submitted_job_by_name():
+    name = "ffp-26aadbe6-35f1-4e6a-b792-92b1efc447e7"
+    assert find_job_by_name(sample("squeue_array_running.json"), None, name) == "29"
+    assert find_job_by_name("", sample("sacct_by_name.json"), name) == "29"
+    assert find_job_by_name(sample("squeue_empty.json"),
+                            sample("sacct_by_name_completed.json"),
+                            "ffp-9b9a6b34-0e66-454e-a753-78640e008933") == "38"
+    assert find_job_by_name(sample("squeue_empty.json"), sample("sacct_by_name_none.json"),
+                            name) is None
+
+
+def test_it_reads_sinfo():
+    (node,) = parse_sinfo(sample("sinfo.json"))
+    assert (node.name, node.state, node.partitions, node.cpus, node.gpus, node.gres) == \
+        ("vm", "idle", ["gpu", "cpu"], 2, 2, "gpu:h200:2")
+
+
+def test_it_refuses_output_that_is_not_slurm_json():
+    with pytest.raises(SlurmError, match="did not print JSON"):
+        parse_squeue("slurm_load_jobs error: Unable to contact slurm controller")
+    with pytest.raises(SlurmError, match="Invalid user"):
+        parse_sacct('{"errors": [{"error_number": 1, "description": "Invalid user"}], "jobs": []}')
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2-3", [2, 3]), ("1-3%1", [1, 2, 3]), ("0-6:2,9", [0, 2, 4, 6, 9]), ("[4-5]", [4, 5]),
+    ("0xC", [2, 3]), ("0x1", [0]), ("7", [7]),
+])
+def test_it_expands_array_ranges(text, expected):
+    assert expand_array_range(text) == expected
+
+
+def test_it_refuses_absurd_array_ranges():
+    with pytest.raises(SlurmError):
+        expand_array_range("0-4000000000")
+    with pytest.raises(SlurmError):
+        expand_array_range("3-1")

@@ -1,0 +1,75 @@
+"""GET /api/v1/folders: the folder browser over the cluster's allowed roots (cluster seam patched)."""
+import pytest
+
+from jobs.browse import BrowseError
+from jobs.models import ClusterProfile
+
+from .api_helpers import token_client
+
+LISTING = {"path": "/srv/ffportal/storage/shoot", "entries": [
+    {"name": "day1", "path": "/srv/ffportal/storage/shoot/day1", "type": "dir", "size": None},
+    {"name": "a.jpg", "path": "/srv/ffportal/storage/shoot/a.jpg", "type": "file", "size": 1234},
+]}
+
+
+@pytest.fixture
+def api(owner):
+    return token_client(owner)[0]
+
+
+@pytest.fixture
+def fake_browse(monkeypatch):
+    calls = []
+
+    def browse(user, path="", profile=None):
+        calls.append((user.username, path, profile.slug if profile else None))
+        if isinstance(fake_browse_answer[0], Exception):
+            raise fake_browse_answer[0]
+        return fake_browse_answer[0]
+
+    fake_browse_answer = [LISTING]
+    monkeypatch.setattr("jobs.api.browse", browse)
+    return calls, fake_browse_answer
+
+
+def test_it_lists_the_allowed_roots_without_a_path(api, template):
+    # No path: the roots come from the cluster profile; the cluster itself is not reached.
+    r = api.get("/api/v1/folders")
+    assert r.status_code == 200
+    assert r.json() == {"path": "", "entries": [
+        {"name": "/srv/ffportal/storage", "path": "/srv/ffportal/storage", "type": "dir", "size": None}]}
+
+
+def test_it_lists_a_folder(api, template, fake_browse):
+    calls, _ = fake_browse
+    r = api.get("/api/v1/folders", {"path": "/srv/ffportal/storage/shoot"})
+    assert r.status_code == 200 and r.json() == LISTING
+    assert calls == [("alice", "/srv/ffportal/storage/shoot", None)]
+
+
+def test_it_passes_the_chosen_cluster(api, template, profile, fake_browse):
+    calls, _ = fake_browse
+    assert api.get("/api/v1/folders", {"path": "/x", "cluster": "local"}).status_code == 200
+    assert calls == [("alice", "/x", "local")]
+
+
+def test_it_refuses_an_unknown_cluster(api, template, fake_browse):
+    r = api.get("/api/v1/folders", {"cluster": "nowhere"})
+    assert r.status_code == 404 and r.json()["field"] == "cluster"
+    assert fake_browse[0] == []
+
+
+@pytest.mark.parametrize("status, field", [(403, "path"), (400, "path"), (404, None), (503, None)])
+def test_it_maps_browse_errors(api, template, fake_browse, status, field):
+    fake_browse[1][0] = BrowseError("why it failed", status)
+    r = api.get("/api/v1/folders", {"path": "/etc"})
+    assert r.status_code == status
+    assert r.json() == ({"error": "why it failed", "field": field} if field else {"error": "why it failed"})
+
+
+def test_it_refuses_a_cluster_of_no_usable_template(stranger, template):
+    # The real browse decides: a stranger may use quick-gpu (open to all), but not a cluster no template offers.
+    ClusterProfile.objects.create(name="Other", slug="other", host="h", username="u", private_key="k",
+                                  known_hosts="k", work_root="/w", target_roots=["/secret"])
+    r = token_client(stranger)[0].get("/api/v1/folders", {"cluster": "other"})
+    assert r.status_code == 404
