@@ -17,7 +17,6 @@ import hashlib
 import logging
 import os
 import posixpath
-import re
 import secrets
 import shlex
 import socket
@@ -29,6 +28,7 @@ from typing import Literal, TypeVar
 
 import paramiko
 
+from ._batch import batch_line, split_batch
 from ._connect import open_client
 from .errors import (
     ClusterError, ClusterUnreachable, CommandFailed, CommandTimedOut, RemoteFileError,
@@ -233,39 +233,15 @@ class SSHRunner:
     def run_batch(self, argvs: list[list[str]], timeout: float = 60) -> list[CommandResult]:
         """Run several commands in ONE round trip (one exec channel), each in its own subshell.
 
-        Each command's stdout and stderr are cut out of the combined streams between marker lines that
-        carry a random per-call nonce. The nonce is printed as two halves, so the full marker never
-        appears in the command line itself (a `ps` listing cannot forge one). Commands run one after
-        another; a failing one does not stop the rest.
+        Commands run one after another; a failing one does not stop the rest. Each result has the
+        command's own stdout, stderr and exit status (see `cluster._batch` for the framing).
         """
         if not argvs:
             return []
         nonce = secrets.token_hex(16)
-        a, b = nonce[:16], nonce[16:]
-        parts = []
-        for i, argv in enumerate(argvs):
-            parts += [
-                shlex.join(["printf", "%s%s:%d:start\\n", a, b, str(i)]),
-                shlex.join(["printf", "%s%s:%d:start\\n", a, b, str(i)]) + " >&2",
-                "( " + _argv_line(argv) + " )",
-                shlex.join(["printf", "\\n%s%s:%d:rc:%d\\n", a, b, str(i)]) + ' "$?"',
-                shlex.join(["printf", "\\n%s%s:%d:end\\n", a, b, str(i)]) + " >&2",
-            ]
-        rc, out, err = self._exec("; ".join(parts), None, timeout)
-        results = []
-        n = nonce.encode()
-        for i, argv in enumerate(argvs):
-            so = _between(out, n + b":%d:start\n" % i, rb"\n" + re.escape(n) + rb":%d:rc:(\d+)\n" % i)
-            se = _between(err, n + b":%d:start\n" % i, rb"\n" + re.escape(n) + rb":%d:end\n" % i)
-            if so is None or se is None:
-                raise ClusterError(
-                    f"could not split the output of a command batch (shell exit status {rc}); is the "
-                    f"service user's login shell POSIX? Stderr: {err.decode(errors='replace')[-300:]}")
-            (stdout, match), (stderr, _) = so, se
-            results.append(CommandResult(list(argv), int(match.group(1)),
-                                         stdout.decode(errors="replace"),
-                                         stderr.decode(errors="replace")))
-        return results
+        rc, out, err = self._exec(batch_line([_argv_line(a) for a in argvs], nonce), None, timeout)
+        return [CommandResult(list(argv), code, stdout, stderr)
+                for argv, (code, stdout, stderr) in zip(argvs, split_batch(len(argvs), nonce, rc, out, err))]
 
     # ---- files ----------------------------------------------------------------------------------
 
@@ -393,16 +369,6 @@ class SSHRunner:
     def close(self) -> None:
         """Close the connection; a later call reconnects."""
         self._drop()
-
-
-def _between(data: bytes, start: bytes, end_pattern: bytes):
-    """The bytes between the marker line `start` and the first match of `end_pattern` after it."""
-    begin = data.find(start)
-    if begin < 0:
-        return None
-    begin += len(start)
-    match = re.compile(end_pattern).search(data, begin)
-    return (data[begin:match.start()], match) if match else None
 
 
 def _remove_quietly(sftp: paramiko.SFTPClient, path: str) -> None:

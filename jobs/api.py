@@ -164,6 +164,22 @@ def job_results(request, job_id):
 
 
 @api_view("GET")
+def job_output(request, job_id, index):
+    """One output file, for token-authenticated clients (the page route needs a browser login)."""
+    found = _job_for(request, job_id)
+    target = found.targets.filter(index=index).first() if found is not None else None
+    if target is None:
+        return _no_job()
+    from .results import output_path
+    from .views.files import serve_file
+
+    path = output_path(target)
+    if path is None:
+        return error(_("This output is not ready yet."), 404)
+    return serve_file(path, target.output_name, download=request.GET.get("download") == "1")
+
+
+@api_view("GET")
 def templates(request):
     usable = Template.objects.usable_by(request.user).select_related("cluster")
     return JsonResponse([serializers.template_card(t) for t in usable], safe=False)

@@ -7,18 +7,18 @@ Used by the pages and the JSON API alike.
 from __future__ import annotations
 
 import os
-import posixpath
 import time
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import StreamingHttpResponse
+from django.http import FileResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 from django.utils.text import slugify
 
-from cluster import PathNotAllowed, check_in_roots
+from cluster import PathNotAllowed, check_in_roots, map_path
 
 from .models import Job, Target
 from .uploads import safe_name
@@ -66,17 +66,13 @@ def input_path(target: Target) -> Path | None:
         return None
     try:
         cluster_path = check_in_roots(target.cluster_path, list(profile.target_roots))
-    except PathNotAllowed:
+        local = map_path(cluster_path, [(cluster, portal) for portal, cluster in profile.path_mapping])
+        real = Path(local).resolve()
+    except (PathNotAllowed, OSError, RuntimeError):
         return None
-    for portal_root, cluster_root in profile.path_mapping:
-        rel = posixpath.relpath(cluster_path, cluster_root)
-        if rel == ".." or rel.startswith("../"):
-            continue
-        local_root = Path(portal_root).resolve()
-        real = (local_root / rel).resolve()
-        if real.is_relative_to(local_root) and real.is_file():
-            return real
-    return None
+    if not any(real.is_relative_to(Path(portal).resolve()) for portal, _cluster in profile.path_mapping):
+        return None  # a symlink on the shared storage leads out of it
+    return real if real.is_file() else None
 
 
 def fetched_outputs(job: Job) -> list[tuple[str, Path]]:
@@ -94,10 +90,35 @@ def results_zip_name(job: Job) -> str:
     return f"{stem}-{str(job.id)[:8]}-results.zip"
 
 
+class _OnePieceAtATime:
+    """Under ASGI (daphne), Django reads a sync iterator to the end into a list before sending the
+    first byte (`StreamingHttpResponse.__aiter__`): a 2 GB zip or video would sit in memory. This
+    pulls one piece at a time from a worker thread instead. Under WSGI nothing changes."""
+
+    async def __aiter__(self):
+        if self.is_async:
+            async for part in super().__aiter__():
+                yield part
+            return
+        parts = iter(self.streaming_content)
+        pull = sync_to_async(next, thread_sensitive=False)  # file reads only: no ORM in these iterators
+        end = object()
+        while (part := await pull(parts, end)) is not end:
+            yield part
+
+
+class ResultsZipResponse(_OnePieceAtATime, StreamingHttpResponse):
+    pass
+
+
+class MediaFileResponse(_OnePieceAtATime, FileResponse):
+    pass
+
+
 def stream_results_zip(job: Job) -> StreamingHttpResponse:
     """Every fetched output of `job` as a zip, streamed as it is written: nothing is built in
     memory or on disk first, so a zip of thousands of videos costs one read buffer."""
-    response = StreamingHttpResponse(iter_zip(fetched_outputs(job)), content_type="application/zip")
+    response = ResultsZipResponse(iter_zip(fetched_outputs(job)), content_type="application/zip")
     response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=results_zip_name(job))
     response["Cache-Control"] = "private, no-store"
     return response

@@ -47,7 +47,7 @@ def job_detail(job: Job, request=None) -> dict:
     ]
     # Filtered here, not in the query, so that one prefetch of "targets" serves every caller.
     body["outputs"] = [
-        {"name": t.output_name, "url": absolute(reverse("job-output", args=[job.id, t.index]), request)}
+        {"name": t.output_name, "url": absolute(reverse("api-job-output", args=[job.id, t.index]), request)}
         for t in job.targets.all() if t.output_file
     ]
     body["error"] = error

@@ -74,9 +74,12 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
             for f in sources:
                 Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
             used: set[str] = set()
+            chunk_size = max(1, template.chunk_size)
             for i, f in enumerate(target_files):
-                out = _unique(default_output_name(safe_name(f.name)), used)
-                Target.objects.create(job=job, index=i, name=f.name[:500], upload=_named(f, out), output_name=out)
+                out = unique_name(default_output_name(safe_name(f.name)), used)
+                Target.objects.create(job=job, index=i, name=f.name[:500], upload=_named(f, out), output_name=out,
+                                      task_index=i // chunk_size,
+                                      cluster_path=posixpath.join(profile.job_dir(job.id), "targets", out))
             job.total = len(target_files)
             job.save(update_fields=["total"])
             if settings.SUBMIT_ON_START:
@@ -105,7 +108,8 @@ def _named(f: UploadedFile, name: str | None = None) -> UploadedFile:
     return f
 
 
-def _unique(name: str, used: set[str]) -> str:
+def unique_name(name: str, used: set[str]) -> str:
+    """`name`, or `name-2`, `name-3` ... so that no two targets write the same output."""
     stem, ext = posixpath.splitext(name)
     candidate, n = name, 1
     while candidate in used:

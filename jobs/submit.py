@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import posixpath
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from rq import Retry
@@ -21,8 +21,8 @@ from cluster.sbatch import SbatchSpec, render_script
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 
-from .models import Job, JobStatus, Target, Task
-from .start import is_media_name
+from .models import Job, JobStatus, Target, TargetStatus, Task
+from .start import is_media_name, unique_name
 
 log = logging.getLogger(__name__)
 
@@ -104,33 +104,29 @@ def stage(runner, job: Job) -> str:
         runner.put_file(src.file.path, remote)
         sources.append(remote)
 
+    # Each target's task_index (index // chunk size) and cluster path were set when its row was made.
+    chunk_size = max(1, int(snap.get("chunk_size") or 1))
     if job.target_folder and not job.targets.exists():
-        _targets_from_folder(runner, job)
-    targets = list(job.targets.all())
+        _targets_from_folder(runner, job, chunk_size)
+    # Plain tuples, not model instances: building 1,000 Target objects would dominate a big Start.
+    targets = list(job.targets.order_by("index").values_list("cluster_path", "output_name", "upload"))
     if not targets:
         raise SubmitRejected(_("The folder %(folder)s has no images or videos in it.") % {"folder": job.target_folder})
-    for t in targets:
-        if t.upload:
-            remote = posixpath.join(root, "targets", t.output_name)
-            runner.put_file(t.upload.path, remote)
-            if t.cluster_path != remote:
-                Target.objects.filter(pk=t.pk).update(cluster_path=remote)
-                t.cluster_path = remote
-
-    chunks = make_chunks(len(targets), max(1, int(snap.get("chunk_size") or 1)))
+    chunks = make_chunks(len(targets), chunk_size)
+    for cluster_path, _out, upload in targets:
+        if upload:
+            runner.put_file(str(Target.upload.field.storage.path(upload)), cluster_path)
     manifest = Manifest(
         job=str(job.id), sources=tuple(sources),
-        targets=tuple(ManifestTarget(path=t.cluster_path, output=t.output_name) for t in targets),
+        targets=tuple(ManifestTarget(path=path, output=out) for path, out, _upload in targets),
         chunks=tuple(tuple(c) for c in chunks), output_dir=posixpath.join(root, "out"),
         engine=EngineOptions(name=snap.get("engine", "auto"), face_selector=snap.get("face_selector", "many")),
     )
     manifest_path = posixpath.join(root, "manifest.json")
     runner.put_bytes(manifest.dumps().encode(), manifest_path)
 
-    with transaction.atomic():
-        for n, chunk in enumerate(chunks):
-            Target.objects.filter(job=job, index__in=chunk).update(task_index=n)
-            Task.objects.get_or_create(job=job, index=n)
+    insert_rows(Task, ["job_id", "index", "state", "node", "reason", "gpus"],
+                [(job_id_param(job), n, "PENDING", "", "", 0) for n in range(len(chunks))])
     script = render_script(sbatch_spec(job, manifest_path, len(chunks)))
     script_path = posixpath.join(root, "job.sbatch")
     runner.put_bytes(script.encode(), script_path, mode=0o755)
@@ -154,7 +150,7 @@ def sbatch_spec(job: Job, manifest_path: str, n_tasks: int) -> SbatchSpec:
     )
 
 
-def _targets_from_folder(runner, job: Job) -> None:
+def _targets_from_folder(runner, job: Job, chunk_size: int) -> None:
     roots = list(job.cluster.target_roots)
     try:
         folder = resolve_remote_in_roots(runner, job.target_folder, roots)
@@ -162,21 +158,37 @@ def _targets_from_folder(runner, job: Job) -> None:
         raise SubmitRejected(_("The folder %(folder)s is outside the folders you may use.") % {"folder": job.target_folder}) from None
     entries = sorted((e for e in runner.listdir(folder) if e.type == "file" and is_media_name(e.name)
                       and not e.name.startswith(".")), key=lambda e: e.name)
-    used: set[str] = set()
-    rows = []
-    for i, e in enumerate(entries):
-        out = default_output_name(e.name)
-        stem, ext = posixpath.splitext(out)
-        n = 1
-        while out in used:  # a.webm and a.mp4 would both write a.mp4
-            n += 1
-            out = f"{stem}-{n}{ext}"
-        used.add(out)
-        rows.append(Target(job=job, index=i, name=e.name, cluster_path=posixpath.join(folder, e.name), output_name=out))
+    used: set[str] = set()  # a.webm and a.mp4 would both write a.mp4
+    rows = [(i, e.name, posixpath.join(folder, e.name), unique_name(default_output_name(e.name), used), i // chunk_size)
+            for i, e in enumerate(entries)]
     with transaction.atomic():
-        Target.objects.bulk_create(rows)
+        insert_targets(job, rows)
         Job.objects.filter(pk=job.pk).update(total=len(rows))
     job.total = len(rows)
+
+
+def job_id_param(job: Job):
+    return Target._meta.get_field("job").get_db_prep_value(job.pk, connection)
+
+
+def insert_targets(job: Job, rows: list[tuple[int, str, str, str, int]]) -> None:
+    """Insert (index, name, cluster_path, output_name, task_index) rows."""
+    jid = job_id_param(job)
+    insert_rows(Target, ["job_id", "index", "name", "cluster_path", "upload", "output_name", "task_index", "status",
+                         "message", "faces_found", "faces_swapped", "output_file", "thumbnail_file"],
+                [(jid, i, name[:500], path[:1000], "", out, task, TargetStatus.WAITING.value, "", 0, 0, "", "")
+                 for i, name, path, out, task in rows])
+
+
+def insert_rows(model, cols: list[str], params: list[tuple]) -> None:
+    """ONE parameterised executemany. The ORM's bulk_create spends ~0.6 s building and compiling
+    1,000 rows on SQLite, more than all the SSH work of a Start; this keeps a 1,000-target Start
+    close to a 10-target one. Only for fresh rows of a new job (no signals, no conflicts)."""
+    q = connection.ops.quote_name
+    sql = (f"INSERT INTO {q(model._meta.db_table)} ({', '.join(q(c) for c in cols)}) "
+           f"VALUES ({', '.join(['%s'] * len(cols))})")
+    with transaction.atomic(), connection.cursor() as cur:  # one commit, not one per row
+        cur.executemany(sql, params)
 
 
 def cancel_on_cluster(job_id: str) -> None:

@@ -51,8 +51,9 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     dirs = [progress_dir(profile, j) for j in jobs]
     try:
         runner = get_runner(profile.cluster_config())
-        sq, sa, pr = runner.run_batch([slurm.squeue_argv(job_ids=ids), slurm.sacct_argv(job_ids=ids),
-                                       progress_argv(dirs)], timeout=60)
+        # sacct's JSON loses exit codes in Slurm 22.05: the text form rides along in the same exec.
+        sq, sa, codes, pr = runner.run_batch([slurm.squeue_argv(job_ids=ids), slurm.sacct_argv(job_ids=ids),
+                                              slurm.sacct_exit_codes_argv(ids), progress_argv(dirs)], timeout=60)
     except ClusterError as exc:
         now = timezone.now()
         ClusterProfile.objects.filter(pk=profile.pk, unreachable_since__isnull=True).update(unreachable_since=now)
@@ -61,8 +62,10 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
         return result
     ClusterProfile.objects.filter(pk=profile.pk).update(last_contact_at=timezone.now(), unreachable_since=None, last_error="")
 
-    in_queue = _by_job(slurm.parse_squeue(sq.stdout)) if sq.rc == 0 and sq.stdout.strip() else {}
-    in_acct = _by_job(slurm.parse_sacct(sa.stdout)) if sa.rc == 0 and sa.stdout.strip() else {}
+    # squeue --json ignores --jobs in 22.05: the parser filters to our ids.
+    in_queue = _by_job(slurm.parse_squeue(sq.stdout, job_ids=ids)) if sq.rc == 0 and sq.stdout.strip() else {}
+    in_acct = (_by_job(slurm.parse_sacct(sa.stdout, codes.stdout if codes.rc == 0 else None))
+               if sa.rc == 0 and sa.stdout.strip() else {})
     docs = parse_progress_dump(pr.stdout)
     for job, pdir in zip(jobs, dirs):
         try:

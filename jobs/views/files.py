@@ -10,12 +10,12 @@ from pathlib import Path
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
-from ..results import input_path, output_path, stream_results_zip, thumbnail_path
+from ..results import MediaFileResponse, input_path, output_path, stream_results_zip, thumbnail_path
 from . import get_job_for_user, get_target_for_user
 
 
@@ -47,7 +47,7 @@ def job_results_zip(request: HttpRequest, job_id: UUID) -> HttpResponse:
     return stream_results_zip(get_job_for_user(request.user, job_id))
 
 
-def serve_file(path: Path | None, name: str, download: bool = False) -> FileResponse:
+def serve_file(path: Path | None, name: str, download: bool = False) -> MediaFileResponse:
     """Stream a checked file. Only photo and video types are shown in the browser; anything else
     is a download, so an upload can never run as a page of this site."""
     if path is None:
@@ -55,7 +55,7 @@ def serve_file(path: Path | None, name: str, download: bool = False) -> FileResp
     content_type = None
     if name.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS):
         content_type = mimetypes.guess_type(name)[0]
-    response = FileResponse(open(path, "rb"), as_attachment=download or content_type is None, filename=name,
+    response = MediaFileResponse(open(path, "rb"), as_attachment=download or content_type is None, filename=name,
                             content_type=content_type or "application/octet-stream")
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     response["Cache-Control"] = "private, max-age=3600"

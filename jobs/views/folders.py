@@ -23,7 +23,7 @@ def folder_browse(request: HttpRequest) -> HttpResponse:
     listing alone, for the New job page's inline browser."""
     path = request.GET.get("path", "").strip()
     slug = request.GET.get("cluster", "").strip()
-    context: dict = {"path": path, "cluster": slug, "error": "", "entries": [], "crumbs": []}
+    context: dict = {"path": path, "cluster": slug, "error": ""}
     status = 200
     profiles = browsing.profiles_for(request.user)
     profile = next((p for p in profiles if p.slug == slug), None) if slug else (profiles[0] if profiles else None)

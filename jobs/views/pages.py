@@ -9,7 +9,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from worker.manifest import VIDEO_EXTENSIONS
 
@@ -33,6 +33,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = NewJobForm(request.POST, request.FILES, user=request.user)

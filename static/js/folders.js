@@ -9,8 +9,16 @@
   if (!button || !panel || !input) return;
   var base = button.getAttribute("href").split("?")[0];
 
+  // Browse the cluster of the template chosen in step 3 (templates may run on different clusters).
+  function cluster() {
+    var checked = document.querySelector("input[name=template]:checked");
+    var card = checked && checked.closest("[data-cluster]");
+    return card ? card.dataset.cluster : "";
+  }
+
   function load(path) {
     var url = base + "?partial=1" + (path ? "&path=" + encodeURIComponent(path) : "");
+    if (cluster()) url += "&cluster=" + encodeURIComponent(cluster());
     panel.hidden = false;
     panel.setAttribute("aria-busy", "true");
     fetch(url, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })

@@ -9,6 +9,7 @@ import posixpath
 import socket
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -52,16 +53,20 @@ def new_public_line() -> str:
 def cfg():
     for path in (KEY, KNOWN_HOSTS):
         if not os.path.isfile(path):
-            pytest.fail(f"the cluster's SSH file {path} is missing: {UP}")
+            pytest.fail(f"the cluster's SSH file {path} is missing: {UP}", pytrace=False)
+    problem = None
     try:
         socket.create_connection((HOST, PORT), timeout=3).close()
     except OSError as e:
-        pytest.fail(f"sshd is not listening on {HOST}:{PORT} ({e}): {UP}")
-    with open(KEY) as key, open(KNOWN_HOSTS) as known:
-        config = ClusterConfig(HOST, PORT, USER, key.read(), known.read())
-    probe = get_runner(config).run(sinfo_argv(), timeout=30)
-    if probe.rc != 0:
-        pytest.fail(f"Slurm does not answer over SSH (sinfo: {probe.stderr.strip()}): {UP}")
+        problem = f"sshd is not listening on {HOST}:{PORT} ({e.strerror or e})"
+    if problem is None:
+        with open(KEY) as key, open(KNOWN_HOSTS) as known:
+            config = ClusterConfig(HOST, PORT, USER, key.read(), known.read())
+        probe = get_runner(config).run(sinfo_argv(), timeout=30)
+        if probe.rc != 0:
+            problem = f"Slurm does not answer over SSH (sinfo: {probe.stderr.strip()})"
+    if problem:
+        pytest.fail(f"{problem}: {UP}", pytrace=False)
     yield config
     close_all_runners()
 
@@ -93,6 +98,22 @@ def test_it_reuses_one_connection_for_20_commands(cfg):
         for i in range(20):
             assert runner.run(["echo", str(i)]).stdout == f"{i}\n"
         assert runner.connect_count == 1 and runner.transport is transport
+    finally:
+        runner.close()
+
+
+def test_it_shares_one_connection_between_threads(cfg, scratch):
+    runner = SSHRunner(cfg)
+
+    def work(i):
+        path = posixpath.join(scratch, f"thread-{i}")
+        runner.put_bytes(str(i).encode(), path)
+        return [runner.run(["cat", path]).stdout for _ in range(5)] + [runner.get_bytes(path).decode()]
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            outputs = list(pool.map(work, range(8)))
+        assert outputs == [[str(i)] * 6 for i in range(8)]
+        assert runner.connect_count == 1
     finally:
         runner.close()
 
@@ -207,8 +228,11 @@ def poll_until_done(runner, job_id, count, timeout=60):
     pytest.fail(f"job {job_id} not finished after {timeout} s: {[(t.task_index, t.state) for t in tasks]}")
 
 
+RUN = uuid.uuid4().hex[:8]  # job names must differ from earlier runs: they are looked up by name
+
+
 def job_name(name):
-    return f"ffp-test {name} {HOSTILE}".replace("'", "")  # a ' is refused in names
+    return f"ffp-test {RUN} {name} {HOSTILE}".replace("'", "")  # a ' is refused in names
 
 
 def submit(runner, scratch, name, command, indexes, env=None):

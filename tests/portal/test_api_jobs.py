@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -41,7 +42,7 @@ def test_it_shows_a_job_in_exactly_the_documented_shape(api, owner, template):
         {"index": 1, "status": "OUT_OF_MEMORY", "node": "gpu01", "exit_code": 137, "reason": "The task ran out of memory."},
     ]
     assert body["outputs"] == [
-        {"name": "002.jpg", "url": "http://testserver" + reverse("job-output", args=[job.id, 2])},
+        {"name": "002.jpg", "url": "http://testserver" + reverse("api-job-output", args=[job.id, 2])},
     ]
     assert body["error"] == ""
 
@@ -145,3 +146,19 @@ def test_it_details_a_job_in_a_flat_number_of_queries(api, owner, template, djan
         api.get(f"/api/v1/jobs/{small.id}")
     with django_assert_max_num_queries(len(one)):
         assert len(api.get(f"/api/v1/jobs/{big.id}").json()["outputs"]) == 40
+
+
+def test_it_serves_an_output_to_a_token_client_and_to_nobody_else(owner, stranger, template, settings):
+    job = make_job(owner, template, status=JobStatus.COMPLETED, targets=1)
+    out = settings.MEDIA_ROOT / "users" / str(owner.pk) / "jobs" / str(job.id) / "outputs" / "000.jpg"
+    out.parent.mkdir(parents=True)
+    out.write_bytes(b"\xff\xd8\xff swapped")
+    Target.objects.filter(job=job, index=0).update(output_file=str(out))
+    url = token_client(owner)[0].get(f"/api/v1/jobs/{job.id}").json()["outputs"][0]["url"]
+
+    r = token_client(owner)[0].get(url)
+    assert r.status_code == 200 and b"".join(r.streaming_content) == b"\xff\xd8\xff swapped"
+    assert token_client(stranger)[0].get(url).status_code == 404
+    assert Client().get(url).status_code == 401
+    r = token_client(owner)[0].get(f"/api/v1/jobs/{job.id}/outputs/7")
+    assert r.status_code == 404

@@ -69,7 +69,9 @@ def test_it_sends_anonymous_users_to_login(client):
 @pytest.mark.parametrize("who,status", WHO_SEES)
 def test_it_shows_the_job_page_only_to_owner_and_staff(client, request, job, who, status):
     client.force_login(request.getfixturevalue(who))
-    assert client.get(reverse("job-detail", args=[job.id])).status_code == status
+    r = client.get(reverse("job-detail", args=[job.id]))
+    assert r.status_code == status
+    assert ("Wedding set" in r.content.decode()) == (status == 200)  # a 404 says nothing of the job
 
 
 def test_it_sends_anonymous_from_job_page_to_login(client, job):
@@ -219,3 +221,14 @@ def test_it_shows_placeholders_when_before_and_after_are_missing(client, owner, 
     assert "groom.jpg" in body and "The image could not be read." in body
     assert "No result yet." in body
     assert reverse("job-output", args=[job.id, 1]) not in body
+
+
+def test_it_pages_through_many_targets(client, owner, template):
+    job = make_job(owner, template, total=130)
+    Target.objects.bulk_create(Target(job=job, index=i, name=f"img-{i:03d}.jpg", output_name=f"img-{i:03d}.jpg")
+                               for i in range(130))
+    client.force_login(owner)
+    first = client.get(reverse("job-detail", args=[job.id])).content.decode()
+    assert "img-000.jpg" in first and "img-060.jpg" not in first and "Page 1 of 3" in first
+    third = client.get(reverse("job-detail", args=[job.id]) + "?page=3").content.decode()
+    assert "img-129.jpg" in third and "img-000.jpg" not in third

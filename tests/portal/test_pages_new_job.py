@@ -103,6 +103,7 @@ def test_it_requires_consent(logged_in, template, jpeg_bytes):
     r = logged_in.post(reverse("job-new"), {"template": template.pk, "source": photo(jpeg_bytes),
                                             "targets": photo(jpeg_bytes, "t.jpg")})
     assert_refused(r, "consent", "Confirm that you have the right to process the faces")
+    assert "The job was not started." in r.content.decode() and "choose them again" in r.content.decode()
 
 
 def test_it_requires_a_source_photo(logged_in, template, jpeg_bytes):
