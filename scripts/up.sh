@@ -29,10 +29,12 @@ stop() {
   wait "${pids[@]}" 2>/dev/null || true
   if [ "$cluster_was_up" = 0 ]; then bash scripts/cluster/down.sh || true; fi
 }
-trap stop INT TERM EXIT
-"$PY" manage.py rqworker default --with-scheduler >var/log/rqworker.log 2>&1 & pids+=($!)
-"$PY" manage.py watch_cluster >var/log/watcher.log 2>&1 & pids+=($!)
-.venv/bin/daphne -b 127.0.0.1 -p "${PORT:-8000}" portal.asgi:application >var/log/daphne.log 2>&1 & pids+=($!)
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
+# setsid: Ctrl-C reaches this script only, whose trap stops the three in order and reports honestly.
+setsid "$PY" manage.py rqworker default --with-scheduler >var/log/rqworker.log 2>&1 & pids+=($!)
+setsid "$PY" manage.py watch_cluster >var/log/watcher.log 2>&1 & pids+=($!)
+setsid .venv/bin/daphne -b 127.0.0.1 -p "${PORT:-8000}" portal.asgi:application >var/log/daphne.log 2>&1 & pids+=($!)
 sleep 2
 for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null || { echo "a portal process died at start; see var/log/" >&2; exit 1; }; done
 cat <<MSG
@@ -44,5 +46,6 @@ cat <<MSG
 
   Press Ctrl-C to stop.
 MSG
-wait -n "${pids[@]}"
-echo "a portal process exited; see var/log/" >&2
+wait -n "${pids[@]}" || true
+echo "a portal process exited on its own; see var/log/" >&2
+exit 1

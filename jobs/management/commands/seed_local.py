@@ -39,7 +39,7 @@ class Command(BaseCommand):
                 name="Local cluster", host=env("FFP_SSH_HOST", "127.0.0.1"), port=int(env("FFP_SSH_PORT", "2222")),
                 username=env("FFP_SSH_USER", "ffportal"), private_key=key_path.read_text(),
                 known_hosts=kh_path.read_text().strip(), work_root=env("FFP_WORK", "/srv/ffportal/work"),
-                target_roots=[storage], worker_python=env("FFP_PYTHON", str(repo / ".venv" / "bin" / "python")),
+                target_roots=[storage], path_mapping=[[storage, storage]], worker_python=env("FFP_PYTHON", str(repo / ".venv" / "bin" / "python")),
                 worker_path=str(repo), is_active=True,
             ),
         )
