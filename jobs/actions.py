@@ -23,6 +23,9 @@ def cancel_job(job: Job) -> bool:
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
     job.cancel_requested = True
     if job.move(JobStatus.QUEUED, JobStatus.CANCELLED, finished_at=timezone.now(), error=_("Cancelled before it was submitted.")):
+        from .live import publish_job
+
+        publish_job(job)
         return True
     import django_rq
 

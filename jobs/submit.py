@@ -21,6 +21,7 @@ from cluster.sbatch import SbatchSpec, render_script
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 
+from .live import publish_job
 from .models import Job, JobStatus, Target, TargetStatus, Task
 from .start import is_media_name, unique_name
 
@@ -63,10 +64,13 @@ def submit_job(job_id: str) -> str | None:
             slurm_id = slurm.parse_sbatch_parsable(res.stdout)
     except SubmitRejected as exc:
         job.move(JobStatus.SUBMITTING, JobStatus.FAILED, error=str(exc), finished_at=timezone.now())
+        publish_job(job)
         return None
     except ClusterError as exc:
         # Visible on the page while RQ retries; the job stays `submitting`, never lost.
-        Job.objects.filter(pk=job.pk).update(error=_("Waiting to submit: %(why)s. Retrying automatically.") % {"why": exc})
+        job.error = _("Waiting to submit: %(why)s. Retrying automatically.") % {"why": exc}
+        Job.objects.filter(pk=job.pk).update(error=job.error)
+        publish_job(job)
         log.warning("job %s: submission failed, will retry: %s", job.id, exc)
         raise
     if not job.move(JobStatus.SUBMITTING, JobStatus.PENDING, slurm_job_id=slurm_id, submitted_at=timezone.now(), error=""):
@@ -76,6 +80,7 @@ def submit_job(job_id: str) -> str | None:
         return slurm_id
     if not existing:
         log.info("job %s submitted as Slurm job %s", job.id, slurm_id)
+    publish_job(job)
     job.refresh_from_db(fields=["cancel_requested"])
     if job.cancel_requested:
         runner.run(slurm.scancel_argv([slurm_id]), timeout=30)

@@ -24,6 +24,7 @@ from cluster import states as slurm_states
 from cluster.progress import parse_progress_dump, progress_argv
 from worker.progress import TaskProgress
 
+from .live import Publisher
 from .models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
 from .thumbnails import make_thumbnail
 
@@ -56,11 +57,21 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
                                               slurm.sacct_exit_codes_argv(ids), progress_argv(dirs)], timeout=60)
     except ClusterError as exc:
         now = timezone.now()
-        ClusterProfile.objects.filter(pk=profile.pk, unreachable_since__isnull=True).update(unreachable_since=now)
+        newly = ClusterProfile.objects.filter(pk=profile.pk, unreachable_since__isnull=True).update(unreachable_since=now)
         ClusterProfile.objects.filter(pk=profile.pk).update(last_error=str(exc))
+        if newly:  # say it once on the pages, not every cycle
+            profile.refresh_from_db()
+            pub = Publisher()
+            pub.cluster(profile, [j.id for j in jobs])
+            pub.flush()
         result.error = str(exc)
         return result
-    ClusterProfile.objects.filter(pk=profile.pk).update(last_contact_at=timezone.now(), unreachable_since=None, last_error="")
+    pub = Publisher()
+    recovered = ClusterProfile.objects.filter(pk=profile.pk, unreachable_since__isnull=False).update(unreachable_since=None)
+    ClusterProfile.objects.filter(pk=profile.pk).update(last_contact_at=timezone.now(), last_error="")
+    if recovered:
+        profile.refresh_from_db()
+        pub.cluster(profile, [j.id for j in jobs])
 
     # squeue --json ignores --jobs in 22.05: the parser filters to our ids.
     in_queue = _by_job(slurm.parse_squeue(sq.stdout, job_ids=ids)) if sq.rc == 0 and sq.stdout.strip() else {}
@@ -70,10 +81,11 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     for job, pdir in zip(jobs, dirs):
         try:
             if apply_job(runner, job, in_queue.get(job.slurm_job_id, {}), in_acct.get(job.slurm_job_id, {}),
-                         docs.get(pdir, []), sacct_answered=sa.rc == 0):
+                         docs.get(pdir, []), sacct_answered=sa.rc == 0, pub=pub):
                 result.changed.append(str(job.id))
         except ClusterError as exc:  # e.g. an output fetch failed: the next cycle tries again
             log.warning("job %s: %s", job.id, exc)
+    pub.flush()  # after the changes are committed: a page that resyncs now sees the same state
     return result
 
 
@@ -88,24 +100,38 @@ def _by_job(tasks) -> dict[str, dict[int, object]]:
     return out
 
 
-def apply_job(runner, job: Job, queued: dict, accounted: dict, docs: list[str], sacct_answered: bool = True) -> bool:
-    """Apply one job's Slurm states and progress records. True when anything changed."""
-    changed = False
+def apply_job(runner, job: Job, queued: dict, accounted: dict, docs: list[str], sacct_answered: bool = True,
+              pub: Publisher | None = None) -> bool:
+    """Apply one job's Slurm states and progress records. True when anything changed.
+
+    Changes are collected on `pub` as live events (sent by the caller once all are committed).
+    """
+    pub = pub or Publisher()
     if not queued and not accounted:
         if sacct_answered and job.submitted_at and timezone.now() - job.submitted_at > LOST_AFTER:
-            return job.move((JobStatus.PENDING, JobStatus.RUNNING), JobStatus.LOST, finished_at=timezone.now(),
+            lost = job.move((JobStatus.PENDING, JobStatus.RUNNING), JobStatus.LOST, finished_at=timezone.now(),
                             error=_("Slurm no longer knows this job (neither the queue nor the accounting has it). "
                                     "It may have been removed by an administrator; outputs already made are kept."))
+            if lost:
+                pub.job(job)
+            return lost
         return False
     # sacct has the final word on finished tasks; squeue is fresher for pending/running ones.
     states = {**accounted, **{i: t for i, t in queued.items() if not slurm_states.is_terminal(t.state)}}
-    changed |= _apply_tasks(runner, job, states)
-    changed |= _apply_progress(runner, job, docs)
-    changed |= _advance(job)
-    return changed
+    tasks_changed = _apply_tasks(runner, job, states, pub)
+    progress_changed = _apply_progress(runner, job, docs, pub)
+    moved = _advance(job)
+    if moved:
+        job.refresh_from_db()
+        for t in job.targets.filter(status=TargetStatus.FAILED, message__gt=""):
+            pub.output(job, t)  # targets failed by finish_job for their task's reason
+    if tasks_changed or progress_changed or moved:
+        pub.job(job)
+        return True
+    return False
 
 
-def _apply_tasks(runner, job: Job, states: dict) -> bool:
+def _apply_tasks(runner, job: Job, states: dict, pub: Publisher) -> bool:
     changed = False
     for task in job.tasks.all():
         st = states.get(task.index)
@@ -129,6 +155,7 @@ def _apply_tasks(runner, job: Job, states: dict) -> bool:
             qs.update(**new)
             for k, v in new.items():
                 setattr(task, k, v)
+            pub.task(job, task)
             changed = True
     return changed
 
@@ -141,7 +168,7 @@ def _log_tail(runner, job: Job, st) -> str:
         return ""
 
 
-def _apply_progress(runner, job: Job, docs: list[str]) -> bool:
+def _apply_progress(runner, job: Job, docs: list[str], pub: Publisher) -> bool:
     changed = False
     targets = {t.index: t for t in job.targets.all()}
     for doc in docs:
@@ -156,13 +183,17 @@ def _apply_progress(runner, job: Job, docs: list[str]) -> bool:
                 continue
             new = {"status": rec.status, "message": rec.message[:2000], "faces_found": rec.faces_found,
                    "faces_swapped": rec.faces_swapped, "seconds": rec.seconds}
+            target_changed = False
             if any(getattr(t, k) != v for k, v in new.items()):
                 Target.objects.filter(pk=t.pk).update(**new)
                 for k, v in new.items():
                     setattr(t, k, v)
-                changed = True
+                target_changed = True
             if t.is_ok and not t.output_file:
-                changed |= _fetch_output(runner, job, t)
+                target_changed |= _fetch_output(runner, job, t)
+            if target_changed:
+                pub.output(job, t)
+                changed = True
     done = sum(1 for t in targets.values() if t.is_ok)
     failed = sum(1 for t in targets.values() if t.status == TargetStatus.FAILED)
     if (done, failed) != (job.done, job.failed):

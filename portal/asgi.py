@@ -1,4 +1,4 @@
-"""ASGI entry: HTTP through Django, WebSockets through Channels (routes added by the live-status work)."""
+"""ASGI entry: HTTP through Django, WebSockets through Channels (live status, jobs/consumers.py)."""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -6,8 +6,12 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
+
+from jobs.routing import websocket_urlpatterns  # noqa: E402
 
 http_app = django_asgi_app
 if settings.SERVE_STATIC:
@@ -16,4 +20,9 @@ if settings.SERVE_STATIC:
 
     http_app = ASGIStaticFilesHandler(django_asgi_app)
 
-application = ProtocolTypeRouter({"http": http_app})
+application = ProtocolTypeRouter({
+    "http": http_app,
+    # The origin check stops other sites from opening sockets with a visitor's session cookie
+    # (browsers send cookies cross-site on WebSockets, and there is no CSRF token here).
+    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+})

@@ -1,0 +1,62 @@
+"""Shared set-up of the live-status benches: a real daphne serving the portal on a free port,
+against the bench's SQLite file, plus logged-in session cookies for real WebSocket clients."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daphne:
+    def __init__(self) -> None:
+        self.port = free_port()
+        env = {**os.environ, "ALLOWED_HOSTS": "127.0.0.1,localhost", "LOG_LEVEL": "WARNING"}
+        self.proc = subprocess.Popen([str(ROOT / ".venv/bin/daphne"), "-b", "127.0.0.1", "-p", str(self.port),
+                                      "portal.asgi:application"], cwd=ROOT, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    sys.exit("daphne died: " + self.proc.stderr.read().decode()[-2000:])
+                time.sleep(0.2)
+        sys.exit("daphne did not start in 30 s")
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def url(self, path: str) -> str:
+        return f"ws://127.0.0.1:{self.port}{path}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def session_cookie(user) -> str:
+    """`sessionid=...` of a fresh login session for `user` (the database the daphne process reads)."""
+    from django.test import Client
+
+    c = Client()
+    c.force_login(user)
+    return f"sessionid={c.cookies['sessionid'].value}"
