@@ -45,6 +45,7 @@ def _iso(dt) -> str | None:
 def job_state(job: Job) -> dict:
     return {
         "id": str(job.id), "name": job.name, "status": job.status, "status_label": job.get_status_display(),
+        "owner": job.owner.get_username(), "cancel_requested": job.cancel_requested,
         "template": job.template_snapshot.get("name", ""), "slurm_job_id": job.slurm_job_id,
         "progress": {"total": job.total, "done": job.done, "failed": job.failed},
         "error": job.error, "created_at": _iso(job.created_at), "started_at": _iso(job.started_at),
@@ -81,13 +82,14 @@ def cluster_state(profile: ClusterProfile) -> dict:
 
 def job_snapshot(job: Job) -> dict:
     """Everything the job page shows, from the database (two queries for tasks and targets)."""
-    job = Job.objects.select_related("cluster").get(pk=job.pk)
+    job = Job.objects.select_related("cluster", "owner").get(pk=job.pk)
     return {"type": "snapshot", "job": job_state(job), "tasks": [task_state(t) for t in job.tasks.all()],
             "targets": [target_state(t) for t in job.targets.all()], "cluster": cluster_state(job.cluster)}
 
 
 def jobs_snapshot(user, limit: int = 100) -> dict:
-    return {"type": "snapshot", "jobs": [job_state(j) for j in Job.objects.visible_to(user)[:limit]]}
+    jobs = Job.objects.visible_to(user).select_related("owner")[:limit]
+    return {"type": "snapshot", "jobs": [job_state(j) for j in jobs]}
 
 
 class Publisher:

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .views import files, folders, pages
+from .views import files, folders, live, pages
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
@@ -9,8 +9,10 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("", pages.job_list, name="job-list"),
     path("jobs/new", pages.job_new, name="job-new"),
+    path("jobs/live.json", live.jobs_live, name="jobs-live"),
     path("folders", folders.folder_browse, name="folder-browse"),
     path("jobs/<uuid:job_id>", pages.job_detail, name="job-detail"),
+    path("jobs/<uuid:job_id>/live.json", live.job_live, name="job-live"),
     path("jobs/<uuid:job_id>/cancel", pages.job_cancel, name="job-cancel"),
     path("jobs/<uuid:job_id>/targets/<int:index>", pages.target_detail, name="job-target"),
     path("jobs/<uuid:job_id>/outputs/<int:index>", files.job_output, name="job-output"),

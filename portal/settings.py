@@ -101,6 +101,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, RQ worker, watcher) write: wait for the lock instead of failing.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Tests: a FILE, not SQLite's in-memory default, so a second process (the daphne server of the
+    # browser tests) sees the same test database. One file per test run (the pid), so two runs in
+    # the same checkout never destroy each other's database; Django deletes it at the end.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("TEST_DATABASE_NAME") or str(BASE_DIR / "var" / f"test-portal-{os.getpid()}.sqlite3")
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -132,8 +138,13 @@ UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(2 * 1024**3))  # per file
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900}}
+# redis-py 8 gives every read a 5 s socket timeout by default, as long as channels_redis's blocking
+# BZPOPMIN (brpop_timeout = 5): an idle WebSocket consumer then dies every 5 s with "Timeout reading"
+# (django/channels_redis#422). Longer than the blocking pop, yet finite: a frozen Redis must not
+# hang the watcher's publishing forever.
 CHANNEL_LAYERS = {
-    "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}]}}
 }
 
 #: seconds between two polls of a cluster by the watcher
