@@ -56,7 +56,7 @@ async def wait_cancelled(ws) -> float:
 async def main_async(n: int) -> dict:
     interval = settings.WATCH_INTERVAL
     user = await sync_to_async(User.objects.get)(username="demo")
-    template = await sync_to_async(Template.objects.get)(slug="cpu-small")
+    template = await sync_to_async(Template.objects.select_related("cluster").get)(slug="cpu-small")
     profile = template.cluster
     runner = get_runner(profile.cluster_config())
     submit = [["sbatch", "--parsable", "--hold", "--job-name", f"ffp-latency-{i}", "--time", "00:01:00",

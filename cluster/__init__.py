@@ -17,9 +17,10 @@ from .sbatch import (
     validate_time_limit,
 )
 from .slurm import (
-    SlurmNode, SlurmTask, expand_array_range, find_job_by_name, parse_sacct, parse_sacct_exit_codes,
-    parse_sbatch_parsable, parse_sinfo, parse_squeue, sacct_argv, sacct_exit_codes_argv, sbatch_argv,
-    scancel_argv, sinfo_argv, squeue_argv,
+    SlurmNode, SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct,
+    parse_sacct_exit_codes, parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
+    sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv,
+    squeue_argv,
 )
 from .ssh import (
     ClusterConfig, CommandResult, RemoteEntry, SSHRunner, close_all_runners, get_runner,
@@ -36,9 +37,10 @@ __all__ = [
     # SSH
     "ClusterConfig", "CommandResult", "RemoteEntry", "SSHRunner", "get_runner", "close_all_runners",
     # Slurm commands and output
-    "SlurmTask", "SlurmNode", "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv",
-    "scancel_argv", "sinfo_argv", "parse_sbatch_parsable", "parse_squeue", "parse_sacct",
-    "parse_sacct_exit_codes", "parse_sinfo", "find_job_by_name", "expand_array_range",
+    "SlurmTask", "SlurmNode", "SlurmPartition", "sbatch_argv", "squeue_argv", "sacct_argv",
+    "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv", "scontrol_partitions_argv",
+    "parse_sbatch_parsable", "parse_squeue", "parse_sacct", "parse_sacct_exit_codes", "parse_sinfo",
+    "parse_scontrol_partitions", "gres_gpu_types", "find_job_by_name", "expand_array_range",
     # states
     "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
     "effective_state", "plain_reason", "pending_reason",

@@ -120,6 +120,12 @@ def sinfo_argv() -> list[str]:
     return ["sinfo", "--json"]
 
 
+def scontrol_partitions_argv() -> list[str]:
+    """Every partition, one line each. 22.05's scontrol has no --json; sinfo --json lists only
+    nodes, so a partition without nodes (or its state and time limit) is seen only here."""
+    return ["scontrol", "show", "partition", "--oneliner"]
+
+
 # ---- parsed records -----------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -148,6 +154,11 @@ class SlurmTask:
     pending_array_range: str | None = None
 
 
+#: node states and flags in which a new task gets nothing from the node
+_UNUSABLE_NODE_STATES = {"down", "drained", "draining", "fail", "failing", "future", "unknown", "inval"}
+_UNUSABLE_NODE_FLAGS = {"DRAIN", "FAIL", "NOT_RESPONDING", "MAINTENANCE", "POWERED_DOWN", "POWERING_DOWN"}
+
+
 @dataclasses.dataclass
 class SlurmNode:
     name: str
@@ -157,6 +168,30 @@ class SlurmNode:
     memory_mb: int
     gpus: int  # configured
     gres: str  # "gpu:h200:2"
+    gpus_used: int = 0  # allocated to running jobs now (sinfo's gres_used "gpu:h200:1(IDX:1)")
+    gpu_types: list[str] = dataclasses.field(default_factory=list)  # ["h200"] from gres "gpu:h200:2"
+    state_flags: list[str] = dataclasses.field(default_factory=list)  # ["DRAIN"], ...
+
+    @property
+    def gpus_free(self) -> int:
+        """GPUs a new task could get now: none on a node that is down, drained or draining."""
+        if self.state in _UNUSABLE_NODE_STATES or _UNUSABLE_NODE_FLAGS & set(self.state_flags):
+            return 0
+        return max(self.gpus - self.gpus_used, 0)
+
+
+@dataclasses.dataclass
+class SlurmPartition:
+    """One partition as `scontrol show partition --oneliner` prints it."""
+
+    name: str
+    state: str  # "UP", "DOWN", "DRAIN", "INACTIVE"
+    is_default: bool
+    max_time: str  # "UNLIMITED" or a Slurm time such as "1-00:00:00"
+    nodes: str  # Slurm's host list expression: "vm", "gpu[01-04]"; "" when it has none
+    total_cpus: int
+    total_nodes: int
+    gpus: int  # configured GPUs of its nodes (TRES gres/gpu=N)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -399,13 +434,52 @@ def parse_sinfo(json_text: str) -> list[SlurmNode]:
     nodes = []
     for rec in _records(_load(json_text, "sinfo"), "nodes"):
         gres = str(rec.get("gres") or "")
-        gpus = sum(_num(m.group(1)) or 0 for m in re.finditer(r"gpu(?::[^:,()]+)?:(\d+)", gres))
+        gres_used = str(rec.get("gres_used") or "")
         nodes.append(SlurmNode(
             name=str(rec.get("name") or ""), state=str(rec.get("state") or "").lower(),
             partitions=[str(p) for p in rec.get("partitions") or []],
             cpus=_num(rec.get("cpus")) or 0, memory_mb=_num(rec.get("real_memory")) or 0,
-            gpus=gpus, gres=gres))
+            gpus=_gpu_count(gres), gres=gres, gpus_used=_gpu_count(gres_used),
+            gpu_types=gres_gpu_types(gres), state_flags=[str(f).upper() for f in rec.get("state_flags") or []]))
     return nodes
+
+
+_GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,()]+))?:(\d+)")
+
+
+def _gpu_count(gres: str) -> int:
+    """GPUs in a gres text: "gpu:h200:2" -> 2, "gpu:h200:1(IDX:1),gpu:a100:2(IDX:0-1)" -> 3."""
+    return sum(int(m.group(2)) for m in _GRES_GPU.finditer(gres))
+
+
+def gres_gpu_types(gres: str) -> list[str]:
+    """GPU types named in a gres text, in order, once each: "gpu:h200:2,gpu:a100:1" -> ["h200", "a100"].
+    An untyped "gpu:2" names none."""
+    types: list[str] = []
+    for m in _GRES_GPU.finditer(gres):
+        if m.group(1) and m.group(1) not in types:
+            types.append(m.group(1))
+    return types
+
+
+_PARTITION_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+def parse_scontrol_partitions(text: str) -> list[SlurmPartition]:
+    """Partitions from `scontrol show partition --oneliner` (one `Key=Value ...` line each)."""
+    partitions = []
+    for line in text.splitlines():
+        fields = dict(_PARTITION_FIELD.findall(line))
+        if "PartitionName" not in fields:
+            continue
+        tres = dict(item.split("=", 1) for item in fields.get("TRES", "").split(",") if "=" in item)
+        nodes = fields.get("Nodes", "")
+        partitions.append(SlurmPartition(
+            name=fields["PartitionName"], state=fields.get("State", "").upper(),
+            is_default=fields.get("Default", "NO").upper() == "YES", max_time=fields.get("MaxTime", ""),
+            nodes="" if nodes == "(null)" else nodes, total_cpus=_num(fields.get("TotalCPUs")) or 0,
+            total_nodes=_num(fields.get("TotalNodes")) or 0, gpus=_num(tres.get("gres/gpu")) or 0))
+    return partitions
 
 
 def find_job_by_name(squeue_json: str | None, sacct_json: str | None, name: str) -> str | None:

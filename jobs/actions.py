@@ -6,13 +6,15 @@ import logging
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from . import audit
 from .models import Job, JobStatus
 
 log = logging.getLogger(__name__)
 
 
-def cancel_job(job: Job) -> bool:
-    """Cancel in any state. True when this call changed something.
+def cancel_job(job: Job, actor=None, request=None) -> bool:
+    """Cancel in any state. True when this call changed something (then it is in the audit log
+    as "job.cancel" by `actor`; a cancel of a finished job changes nothing and is not recorded).
 
     queued: cancelled at once (the submission sees the flag and does nothing).
     submitting/pending/running: flagged, then `scancel` through the RQ queue; the watcher records
@@ -25,12 +27,16 @@ def cancel_job(job: Job) -> bool:
     if job.move(JobStatus.QUEUED, JobStatus.CANCELLED, finished_at=timezone.now(), error=_("Cancelled before it was submitted.")):
         from .live import publish_job
 
+        audit.record(actor, "job.cancel", target=job, details={"status_before": JobStatus.QUEUED.value}, request=request)
         publish_job(job)
         return True
+    status_before = job.status
     import django_rq
 
     from .submit import cancel_on_cluster
 
     django_rq.get_queue("default").enqueue(cancel_on_cluster, str(job.id), job_timeout=120)
+    audit.record(actor, "job.cancel", target=job,
+                 details={"status_before": status_before, "slurm_job_id": job.slurm_job_id}, request=request)
     log.info("job %s: cancel requested", job.id)
     return True

@@ -61,7 +61,7 @@ def _create_job(request) -> JsonResponse:
             user=request.user, template=template, sources=request.FILES.getlist("source"),
             target_folder=data.get("target_folder", "").strip(), target_files=request.FILES.getlist("targets"),
             consent=data.get("consent", "").strip().lower() in TRUE_WORDS, name=data.get("name", ""),
-            callback_url=callback_url,
+            callback_url=callback_url, request=request,
         )
     except StartError as exc:
         return error(exc.message, 400, exc.field)
@@ -137,7 +137,7 @@ def job_cancel(request, job_id):
     found = _job_for(request, job_id, details=True)
     if found is None:
         return _no_job()
-    if not cancel_job(found):
+    if not cancel_job(found, actor=request.user, request=request):
         return error(_("This job is already %(status)s; there is nothing to cancel.")
                      % {"status": found.get_status_display()}, 409)
     return JsonResponse(serializers.job_detail(found, request))
@@ -159,8 +159,11 @@ def job_results(request, job_id):
     if found is None:
         return _no_job()
     from .results import stream_results_zip  # written with the pages; imported here to keep the API's import light
+    from .views.files import record_download
 
-    return stream_results_zip(found)
+    response = stream_results_zip(found)
+    record_download(request, found, "zip", via="api")
+    return response
 
 
 @api_view("GET")
@@ -171,12 +174,14 @@ def job_output(request, job_id, index):
     if target is None:
         return _no_job()
     from .results import output_path
-    from .views.files import serve_file
+    from .views.files import record_download, serve_file
 
     path = output_path(target)
     if path is None:
         return error(_("This output is not ready yet."), 404)
-    return serve_file(path, target.output_name, download=request.GET.get("download") == "1")
+    response = serve_file(path, target.output_name, download=request.GET.get("download") == "1")
+    record_download(request, found, "output", target=target, via="api")  # API clients fetch to keep
+    return response
 
 
 @api_view("GET")

@@ -5,3 +5,8 @@ from django.utils.translation import gettext_lazy as _
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = _("Face fusion jobs")
+
+    def ready(self) -> None:
+        from . import signals
+
+        signals.connect()

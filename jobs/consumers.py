@@ -43,6 +43,13 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = None
 
+    async def _forward(self, event: dict) -> None:
+        # Publisher pre-encodes once per event; `message` alone still works (tests, other senders).
+        if event.get("text"):
+            await self.send(text_data=event["text"])
+        else:
+            await self.send_json(event["message"])
+
     async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
         # A client message is only ever a request for a fresh snapshot (after a tab wakes up, say);
         # anything else, malformed JSON and binary frames included, is ignored rather than fatal.
@@ -83,7 +90,7 @@ class JobConsumer(_LiveConsumer):
         await self.send_json(snapshot)
 
     async def live_event(self, event: dict) -> None:
-        await self.send_json(event["message"])
+        await self._forward(event)
 
 
 class JobListConsumer(_LiveConsumer):
@@ -106,9 +113,8 @@ class JobListConsumer(_LiveConsumer):
         await self.send_json(await _jobs_snapshot(self.scope["user"]))
 
     async def live_event(self, event: dict) -> None:
-        message = event["message"]
-        if message.get("type") == "job":
-            await self.send_json(message)
+        if event["message"].get("type") == "job":
+            await self._forward(event)
 
 
 @database_sync_to_async

@@ -19,9 +19,11 @@ Groups: `job.<uuid>` (everyone watching that job) and `user.<owner id>` (that ow
 """
 from __future__ import annotations
 
+import json
 import logging
 
 from asgiref.sync import async_to_sync
+from django.core.serializers.json import DjangoJSONEncoder
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
@@ -137,8 +139,10 @@ class Publisher:
 
 async def _send_all(layer, messages) -> None:
     # Channels' consumers dispatch on "type": every event arrives as the `live.event` handler.
+    # `text` is the message already encoded: a job watched by 500 sockets is encoded once, not 500 times.
     for group, msg in messages:
-        await layer.group_send(group, {"type": "live.event", "message": msg})
+        await layer.group_send(group, {"type": "live.event", "message": msg,
+                                       "text": json.dumps(msg, cls=DjangoJSONEncoder)})
 
 
 def publish_job(job: Job) -> None:

@@ -3,6 +3,10 @@
 Called by the "New job" page and by `POST /api/v1/jobs` alike. Nothing here talks to the cluster:
 an SSH outage during Start must never lose the job, so staging, folder listing and sbatch all
 happen in the RQ task (`jobs.submit.submit_job`), which is retried.
+
+The quota is checked in the same transaction that creates the job, before its row exists, after
+locking what the quota counts (`jobs.quotas.check_quota`): two simultaneous Starts can never both
+slip under a limit.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from django.utils.translation import gettext as _
 from cluster import PathNotAllowed, check_in_roots
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
 
+from . import audit
 from .models import Job, Source, Target, Template
 from .uploads import UploadRejected, check_upload, safe_name
 
@@ -38,7 +43,11 @@ class StartError(Exception):
 
 def start_job(*, user, template: Template | None, sources: list[UploadedFile], target_folder: str = "",
               target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
-              callback_url: str = "") -> Job:
+              callback_url: str = "", request=None) -> Job:
+    """Create a queued job (and enqueue its submission on commit), or raise StartError (a
+    QuotaExceeded when a quota refuses it). `request`, when given, only feeds the audit log."""
+    from .quotas import check_quota  # jobs.quotas imports StartError from here
+
     target_files = target_files or []
     if template is None or not Template.objects.usable_by(user).filter(pk=template.pk).exists():
         raise StartError(_("Choose one of the templates offered to you."), "template")
@@ -68,9 +77,17 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
 
     job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=template.snapshot(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url)
+    # Folder targets are counted on the cluster after Start (jobs.submit re-checks the count).
+    n_targets = len(target_files) if target_files else None
+    upload_sizes = [(f.name, f.size, "source") for f in sources] + [(f.name, f.size, "targets") for f in target_files]
     try:
         with transaction.atomic():
+            # Locks the user's (and their groups') quota rows first: a second Start waits here.
+            check_quota(user, template, n_targets, upload_sizes)
             job.save()
+            audit.record(user, "job.start", target=job, request=request, details={
+                "template": template.slug, "target_folder": target_folder, "uploaded_targets": len(target_files),
+                "sources": len(sources), "consent_at": job.consent_at.isoformat()})
             for f in sources:
                 Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
             used: set[str] = set()

@@ -23,6 +23,7 @@ from worker.manifest import Target as ManifestTarget
 
 from .live import publish_job
 from .models import Job, JobStatus, Target, TargetStatus, Task
+from .quotas import QuotaExceeded, check_folder_targets
 from .start import is_media_name, unique_name
 
 log = logging.getLogger(__name__)
@@ -163,6 +164,13 @@ def _targets_from_folder(runner, job: Job, chunk_size: int) -> None:
         raise SubmitRejected(_("The folder %(folder)s is outside the folders you may use.") % {"folder": job.target_folder}) from None
     entries = sorted((e for e in runner.listdir(folder) if e.type == "file" and is_media_name(e.name)
                       and not e.name.startswith(".")), key=lambda e: e.name)
+    # Only now is the folder's target count known: the targets-per-job quota is checked here.
+    # Its GPU-hours are NOT refused here (the job was accepted at Start); its estimate grows with
+    # Job.total below and weighs on the owner's next Start (jobs.quotas).
+    try:
+        check_folder_targets(job.owner, len(entries))
+    except QuotaExceeded as exc:
+        raise SubmitRejected(exc.message) from None
     used: set[str] = set()  # a.webm and a.mp4 would both write a.mp4
     rows = [(i, e.name, posixpath.join(folder, e.name), unique_name(default_output_name(e.name), used), i // chunk_size)
             for i, e in enumerate(entries)]

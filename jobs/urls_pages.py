@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .views import files, folders, live, pages
+from .views import files, folders, live, pages, usage
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
@@ -11,6 +11,9 @@ urlpatterns = [
     path("jobs/new", pages.job_new, name="job-new"),
     path("jobs/live.json", live.jobs_live, name="jobs-live"),
     path("folders", folders.folder_browse, name="folder-browse"),
+    path("usage", usage.usage, name="usage"),
+    path("usage.csv", usage.usage_csv, name="usage-csv"),
+    path("usage/email", usage.notification_settings, name="notification-settings"),
     path("jobs/<uuid:job_id>", pages.job_detail, name="job-detail"),
     path("jobs/<uuid:job_id>/live.json", live.job_live, name="job-live"),
     path("jobs/<uuid:job_id>/cancel", pages.job_cancel, name="job-cancel"),

@@ -24,8 +24,10 @@ from cluster import states as slurm_states
 from cluster.progress import parse_progress_dump, progress_argv
 from worker.progress import TaskProgress
 
+from .accounting import charge_job
 from .live import Publisher
 from .models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
+from .notifications import enqueue_after_finish
 from .thumbnails import make_thumbnail
 
 log = logging.getLogger(__name__)
@@ -253,5 +255,20 @@ def finish_job(job: Job, tasks: list[Task]) -> bool:
         else:
             reasons = sorted({t.reason for t in tasks if t.reason})
             status, error = JobStatus.FAILED, (_("All images failed: %(why)s") % {"why": "; ".join(reasons)} if reasons else _("All images failed; see each image's message."))
-        return job.move((JobStatus.PENDING, JobStatus.RUNNING), status, finished_at=timezone.now(), done=done,
-                        failed=failed, error=error)
+        moved = job.move((JobStatus.PENDING, JobStatus.RUNNING), status, finished_at=timezone.now(), done=done,
+                         failed=failed, error=error)
+        if moved:
+            # Charged in the same transaction as the final state: a crash cannot leave an ended job
+            # uncharged. `move` is conditional, so a job seen ending twice is charged once.
+            _charge(job)
+            transaction.on_commit(lambda: enqueue_after_finish(job))  # email: RQ, after commit
+        return moved
+
+
+def _charge(job: Job) -> None:
+    """Charge the job's usage; an accounting error is logged and never blocks the job's end."""
+    try:
+        with transaction.atomic():  # a savepoint: a failed insert leaves the job's transaction usable
+            charge_job(job)
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.exception("job %s: usage not charged", job.id)

@@ -135,6 +135,11 @@ MEDIA_URL = "/media-not-served/"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # bigger uploads stream to a temp file, never whole into RAM
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(2 * 1024**3))  # per file
+# Files in one request. Django's default (100) would refuse a Start of 101 uploaded targets with a
+# bare 400 before any view runs; per-user limits are the quota's targets per job (jobs.quotas).
+# Still bounded: every file of a request is parsed into a temporary file before the view runs.
+# 1,100: 1,000 targets plus their source photos; bigger sets belong in a folder on the cluster.
+DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", "1100")
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900}}
@@ -143,8 +148,13 @@ RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900}}
 # (django/channels_redis#422). Longer than the blocking pop, yet finite: a frozen Redis must not
 # hang the watcher's publishing forever.
 CHANNEL_LAYERS = {
-    "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}]}}
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # redis-py 8 times out socket reads after 5 s, exactly the layer's blocking BZPOPMIN: without
+        # a longer timeout every idle socket dies (django/channels_redis#422). Finite, so a frozen
+        # Redis cannot hang the watcher's publishing forever.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}]},
+    }
 }
 
 #: seconds between two polls of a cluster by the watcher
@@ -152,7 +162,21 @@ WATCH_INTERVAL = envfloat("WATCH_INTERVAL", "3")
 #: whether Start enqueues the submission (tests of pure views can turn it off)
 SUBMIT_ON_START = envbool("SUBMIT_ON_START", "true")
 
-EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# Email (job ended, quota at 80 %/100 %): sent by the RQ worker, never in a request. With
+# EMAIL_HOST set mail goes out over SMTP; without it, it is printed by the worker (console).
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", "25")
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "false")  # STARTTLS, usually port 587
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", "false")  # TLS from the first byte, usually port 465
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive: set one of them")
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")  # seconds: a hung SMTP server must not hold a worker
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "FaceFusion Portal <portal@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend")
 
 LOGGING = {
     "version": 1,

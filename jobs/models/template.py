@@ -1,12 +1,18 @@
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 ENGINE_CHOICES = [("auto", _("Automatic (GPU models if installed)")), ("insightface", _("InsightFace (GPU)")),
                   ("classic", _("Classic (CPU)"))]
 FACE_SELECTOR_CHOICES = [("many", _("Every face")), ("one", _("The largest face")), ("reference", _("Faces like a reference photo"))]
+#: what Slurm takes as a partition or QOS name in a batch script (cluster.sbatch.SbatchSpec checks the same)
+SLURM_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 class TemplateQuerySet(models.QuerySet):
@@ -33,6 +39,10 @@ class Template(models.Model):
     time_limit = models.CharField(_("time limit"), max_length=16, default="00:30:00",
                                   help_text=_("Always set: [D-]HH:MM:SS. Jobs without one never fit before a reservation."))
     chunk_size = models.PositiveIntegerField(_("images per task"), default=10)
+    seconds_per_image = models.FloatField(
+        _("seconds per image"), default=3.0, validators=[MinValueValidator(0)],
+        help_text=_("About how long one image takes on this template's GPUs. Only used to estimate the "
+                    "GPU-hours of a job before Start (quota check and the New job page)."))
     array_limit = models.PositiveIntegerField(_("tasks at once"), null=True, blank=True)
     container_image = models.CharField(_("container image"), max_length=500, blank=True)
     engine = models.CharField(_("engine"), max_length=16, choices=ENGINE_CHOICES, default="auto")
@@ -53,6 +63,49 @@ class Template(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        """Refuse what Slurm would refuse at submission, so it fails here, in front of the admin,
+        not on a user's Start: time limit, memory, GPU request, chunking, Slurm names.
+
+        Whether the partition and the GPU type exist needs the cluster: the admin form checks
+        that when the cluster answers (jobs.cluster_survey), since a model must save offline.
+        """
+        from cluster import validate_gres, validate_mem, validate_time_limit
+
+        errors: dict[str, str] = {}
+
+        def check(field: str, validate, value) -> None:
+            try:
+                validate(value)
+            except ValueError as exc:
+                errors.setdefault(field, str(exc))
+
+        check("time_limit", validate_time_limit, self.time_limit)
+        check("mem", validate_mem, self.mem)
+        # The GPU request is built from type and count; a bad type is where the fix goes.
+        try:
+            validate_gres(self.gres)
+        except ValueError as exc:
+            errors["gpu_type"] = _("%(why)s. The GPU type is one word, like h200 or a100.") % {"why": exc}
+        if self.gpu_type and not self.gpu_count:
+            errors.setdefault("gpu_count", _("A GPU type is set but no GPUs are asked for: set the count to 1 or more, "
+                                             "or clear the GPU type."))
+        if self.chunk_size is not None and self.chunk_size < 1:
+            errors["chunk_size"] = _("Each task needs at least one image: set 1 or more.")
+        if self.array_limit is not None and self.array_limit < 1:
+            errors["array_limit"] = _("Allow at least 1 task at once, or leave it empty for no limit.")
+        if self.cpus_per_task is not None and self.cpus_per_task < 1:
+            errors["cpus_per_task"] = _("Each task needs at least 1 CPU.")
+        if self.partition and not SLURM_NAME.match(self.partition):
+            errors["partition"] = _("%(name)s is not a Slurm partition name (letters, digits, _ . - only).") % {
+                "name": repr(self.partition)}
+        if self.qos and not SLURM_NAME.match(self.qos):
+            errors["qos"] = _("%(name)s is not a Slurm QOS name (letters, digits, _ . - only).") % {"name": repr(self.qos)}
+        if "\n" in self.container_image or "\r" in self.container_image:
+            errors["container_image"] = _("The container image must be a single line.")
+        if errors:
+            raise ValidationError(errors)
+
     @property
     def gres(self) -> str:
         if not self.gpu_count:
@@ -66,5 +119,5 @@ class Template(models.Model):
             "gres": self.gres, "gpu_count": self.gpu_count, "cpus_per_task": self.cpus_per_task, "mem": self.mem,
             "time_limit": self.time_limit, "chunk_size": self.chunk_size, "array_limit": self.array_limit,
             "container_image": self.container_image, "engine": self.engine, "face_selector": self.face_selector,
-            "qos": self.qos,
+            "qos": self.qos, "seconds_per_image": self.seconds_per_image,
         }

@@ -2,6 +2,11 @@
 
 Never served as static media: each request looks the job up for the user first, and each path
 is checked to lie under MEDIA_ROOT (jobs.results) before it is opened.
+
+Downloads go to the audit log ("job.download"): the zip, and an output or input asked for as a
+download (`?download=1`). Showing a picture or playing a video on the job's pages is not a download
+and is not recorded (a page shows many pictures; the log would drown in them). Through the API
+every output fetched is a download.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from django.views.decorators.http import require_safe
 
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
+from .. import audit
 from ..results import MediaFileResponse, input_path, output_path, stream_results_zip, thumbnail_path
 from . import get_job_for_user, get_target_for_user
 
@@ -23,7 +29,11 @@ from . import get_job_for_user, get_target_for_user
 @require_safe
 def job_output(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
     target = get_target_for_user(request.user, job_id, index)
-    return serve_file(output_path(target), target.output_name, download=request.GET.get("download") == "1")
+    download = request.GET.get("download") == "1"
+    response = serve_file(output_path(target), target.output_name, download=download)
+    if download:
+        record_download(request, target.job, "output", target=target)
+    return response
 
 
 @login_required
@@ -38,13 +48,28 @@ def job_thumb(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
 @require_safe
 def job_input(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
     target = get_target_for_user(request.user, job_id, index)
-    return serve_file(input_path(target), Path(target.name).name, download=request.GET.get("download") == "1")
+    download = request.GET.get("download") == "1"
+    response = serve_file(input_path(target), Path(target.name).name, download=download)
+    if download:
+        record_download(request, target.job, "input", target=target)
+    return response
 
 
 @login_required
 @require_safe
 def job_results_zip(request: HttpRequest, job_id: UUID) -> HttpResponse:
-    return stream_results_zip(get_job_for_user(request.user, job_id))
+    job = get_job_for_user(request.user, job_id)
+    response = stream_results_zip(job)
+    record_download(request, job, "zip")
+    return response
+
+
+def record_download(request: HttpRequest, job, kind: str, target=None, via: str = "page") -> None:
+    """One "job.download" audit entry: `kind` is "zip", "output" or "input"; `via` "page" or "api"."""
+    details = {"file": kind, "via": via}
+    if target is not None:
+        details.update(index=target.index, name=target.output_name if kind == "output" else target.name)
+    audit.record(request.user, "job.download", target=job, details=details, request=request)
 
 
 def serve_file(path: Path | None, name: str, download: bool = False) -> MediaFileResponse:

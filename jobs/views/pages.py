@@ -16,6 +16,7 @@ from worker.manifest import VIDEO_EXTENSIONS
 from ..actions import cancel_job
 from ..forms import NewJobForm
 from ..models import Job
+from ..quotas import quota_status
 from ..results import input_path, output_path
 from ..start import StartError, start_job
 from . import get_job_for_user, get_target_for_user
@@ -42,7 +43,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             try:
                 job = start_job(user=request.user, template=data["template"], sources=data["source"],
                                 target_folder=data["target_folder"].strip(), target_files=data["targets"],
-                                consent=data["consent"], name=data["name"])
+                                consent=data["consent"], name=data["name"], request=request)
             except StartError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
@@ -52,7 +53,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
         form = NewJobForm(user=request.user, initial={"target_folder": request.GET.get("target_folder", "")})
         # The admin's first template (by their order) is the default choice.
         form.initial["template"] = form.fields["template"].queryset.values_list("pk", flat=True).first()
-    return render(request, "jobs/job_new.html", {"form": form, "files_dropped": bool(request.FILES)})
+    # What the user has left, shown before Start (the Start itself checks again, under a lock).
+    return render(request, "jobs/job_new.html", {"form": form, "files_dropped": bool(request.FILES),
+                                                 "quota": quota_status(request.user)})
 
 
 @login_required
@@ -67,7 +70,7 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "progress": progress_of(job),
         "has_outputs": job.targets.exclude(output_file="").exists(),
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,
-        "template_name": job.template.name if job.template else job.template_snapshot.get("name", ""),
+        "template_name": job.template_snapshot.get("name", ""),  # what it ran with, not the edited template
     }
     return render(request, "jobs/job_detail.html", context)
 
@@ -76,7 +79,7 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
 @login_required
 def job_cancel(request: HttpRequest, job_id: UUID) -> HttpResponse:
     job = get_job_for_user(request.user, job_id)
-    if cancel_job(job):
+    if cancel_job(job, actor=request.user, request=request):
         messages.success(request, _("Cancel requested. Images already finished are kept."))
     else:
         messages.info(request, _("This job has already finished; there is nothing to cancel."))

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from cluster import (
-    sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, sinfo_argv, squeue_argv,
+    sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv, squeue_argv,
 )
 
 
@@ -48,6 +48,7 @@ def test_it_builds_the_exit_code_query():
 def test_it_builds_scancel_and_sinfo():
     assert scancel_argv(["12", "13_4"]) == ["scancel", "12", "13_4"]
     assert sinfo_argv() == ["sinfo", "--json"]
+    assert scontrol_partitions_argv() == ["scontrol", "show", "partition", "--oneliner"]
 
 
 @pytest.mark.parametrize("bad", ["12;rm", "-1", "12,13", "", "12 13", "abc", "12_"])

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 from cluster import (
-    SlurmError, expand_array_range, find_job_by_name, parse_sacct, parse_sacct_exit_codes,
-    parse_sbatch_parsable, parse_sinfo, parse_squeue,
+    SlurmError, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct, parse_sacct_exit_codes,
+    parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
 )
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -27,7 +27,8 @@ def test_it_covers_every_sample_file():
         "sacct_by_name_completed.json", "sacct_by_name_just_submitted.json",
         "sacct_by_name_none.json", "sacct_cancelled.json", "sacct_cancelled.txt",
         "sacct_memkill.json", "sacct_memkill.txt", "sacct_timeout.json", "sacct_timeout.txt",
-        "sbatch_error_gres.txt", "sbatch_parsable.txt", "sinfo.json", "squeue_array_running.json",
+        "sbatch_error_gres.txt", "sbatch_parsable.txt", "sinfo.json", "sinfo_gpu_busy.json",
+        "scontrol_partitions.txt", "squeue_array_running.json",
         "squeue_finished.json", "squeue_empty.json", "timeout_output.txt",
     }
     assert {p.name for p in SAMPLES.iterdir()} <= tested
@@ -182,6 +183,39 @@ def test_it_reads_sinfo():
     (node,) = parse_sinfo(sample("sinfo.json"))
     assert (node.name, node.state, node.partitions, node.cpus, node.gpus, node.gres) == \
         ("vm", "idle", ["gpu", "cpu"], 2, 2, "gpu:h200:2")
+
+
+def test_it_reads_free_gpus_and_gpu_types_from_sinfo():
+    (idle,) = parse_sinfo(sample("sinfo.json"))
+    assert (idle.gpu_types, idle.gpus, idle.gpus_used, idle.gpus_free) == (["h200"], 2, 0, 2)
+    (busy,) = parse_sinfo(sample("sinfo_gpu_busy.json"))  # one GPU held by a running job
+    assert (busy.state, busy.gres, busy.gpus_used, busy.gpus_free) == ("mixed", "gpu:h200:2", 1, 1)
+
+
+def test_it_counts_no_free_gpus_on_a_drained_node():
+    (node,) = parse_sinfo(sample("sinfo.json"))
+    node.state_flags = ["DRAIN"]
+    assert node.gpus_free == 0
+    node.state_flags, node.state = [], "down"
+    assert node.gpus_free == 0
+
+
+@pytest.mark.parametrize("gres, types", [
+    ("gpu:h200:2", ["h200"]), ("gpu:2", []), ("gpu:h200:1(IDX:1),gpu:a100:2(IDX:0-1)", ["h200", "a100"]),
+    ("gpu:3090:1", ["3090"]), ("shard:4", []), ("", []),
+])
+def test_it_names_the_gpu_types_of_a_gres(gres, types):
+    assert gres_gpu_types(gres) == types
+
+
+def test_it_reads_partitions_from_scontrol():
+    gpu, cpu = parse_scontrol_partitions(sample("scontrol_partitions.txt"))
+    assert (gpu.name, gpu.state, gpu.is_default, gpu.max_time, gpu.nodes, gpu.total_cpus, gpu.gpus) == \
+        ("gpu", "UP", True, "UNLIMITED", "vm", 2, 2)
+    assert (cpu.name, cpu.is_default) == ("cpu", False)
+    (empty,) = parse_scontrol_partitions("PartitionName=spare State=DOWN Nodes=(null) TotalCPUs=0 TotalNodes=0 TRES=(null)\n")
+    assert (empty.name, empty.state, empty.nodes, empty.gpus) == ("spare", "DOWN", "", 0)
+    assert parse_scontrol_partitions("No partitions in the system\n") == []
 
 
 def test_it_refuses_output_that_is_not_slurm_json():

@@ -1,0 +1,70 @@
+"""Email notifications: what each user wants to be told, and what the portal told whom.
+
+`NotificationPreference` is a user's opt-out (no row means "yes, email me": the defaults).
+`EmailNotice` is one email the portal decided to send, with its outcome. Its unique `key` is
+what makes a notice go out once: "job:<uuid>" for a job's end, "quota:80:2026-07:<user id>" for
+a quota threshold in a month. The row is claimed (inserted) BEFORE the send, so two workers
+racing on the same notice cannot both send it; a failed send stays visible here, with the error.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class NotificationPreference(models.Model):
+    """Which emails one user gets. Missing row = the defaults (every email on)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference")
+    job_emails = models.BooleanField(_("email me when a job ends"), default=True)
+    quota_emails = models.BooleanField(_("email me at 80 % and 100 % of my monthly GPU-hours"), default=True)
+
+    class Meta:
+        verbose_name = _("notification preference")
+        verbose_name_plural = _("notification preferences")
+
+    def __str__(self) -> str:
+        return str(self.user)
+
+    @classmethod
+    def for_user(cls, user) -> "NotificationPreference":
+        """The user's preferences; an unsaved default row when they never changed them."""
+        return cls.objects.filter(user=user).first() or cls(user=user)
+
+
+class NoticeKind(models.TextChoices):
+    JOB_FINISHED = "job_finished", _("job ended")
+    QUOTA_80 = "quota_80", _("80 % of the monthly GPU-hours")
+    QUOTA_100 = "quota_100", _("monthly GPU-hours used up")
+
+
+class NoticeStatus(models.TextChoices):
+    SENDING = "sending", _("sending")
+    SENT = "sent", _("sent")
+    FAILED = "failed", _("failed")
+    SKIPPED = "skipped", _("not sent")  # opted out, or no email address
+
+
+class EmailNotice(models.Model):
+    """One notification email: claimed by its key before sending, then marked sent or failed."""
+
+    key = models.CharField(max_length=120, unique=True)
+    kind = models.CharField(_("kind"), max_length=16, choices=NoticeKind.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_notices")
+    job = models.ForeignKey("jobs.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="email_notices")
+    period = models.DateField(_("month"), null=True, blank=True)  # quota notices: the month they are about
+    status = models.CharField(_("status"), max_length=10, choices=NoticeStatus.choices, default=NoticeStatus.SENDING)
+    to = models.CharField(_("to"), max_length=254, blank=True)
+    subject = models.CharField(_("subject"), max_length=300, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("email notice")
+        verbose_name_plural = _("email notices")
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.subject or self.key

@@ -1,0 +1,31 @@
+"""Signal receivers of the jobs app: logins, logouts and failed logins go to the audit log.
+
+Connected in `JobsConfig.ready()` (not at import), with dispatch_uids so a second `ready()`
+(tests, autoreload) never records an action twice.
+"""
+from __future__ import annotations
+
+from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
+
+from . import audit
+
+
+def on_login(sender, request, user, **kwargs) -> None:
+    audit.record(user, "auth.login", target=user, request=request)
+
+
+def on_logout(sender, request, user, **kwargs) -> None:
+    if user is not None:  # logging out without a session sends user=None
+        audit.record(user, "auth.logout", target=user, request=request)
+
+
+def on_login_failed(sender, credentials, request=None, **kwargs) -> None:
+    # `credentials` has the password replaced by Django's cleanse (********); only the name is kept.
+    username = str((credentials or {}).get("username", ""))[:150]
+    audit.record(None, "auth.login_failed", details={"username": username}, request=request)
+
+
+def connect() -> None:
+    user_logged_in.connect(on_login, dispatch_uid="jobs.audit.login")
+    user_logged_out.connect(on_logout, dispatch_uid="jobs.audit.logout")
+    user_login_failed.connect(on_login_failed, dispatch_uid="jobs.audit.login_failed")
