@@ -87,7 +87,7 @@ def plain_reason(task: SlurmTask, log_tail: str = "") -> str:
     if state == "PENDING":
         return pending_reason(task.reason)
     fixed = {
-        "TIMEOUT": "hit the time limit",
+        "TIMEOUT": "hit the time limit; choose a template with a longer time limit",
         "NODE_FAIL": "the compute node failed",
         "CANCELLED": "cancelled",
         "PREEMPTED": "was pre-empted by a higher-priority job",

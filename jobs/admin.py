@@ -283,7 +283,7 @@ class TemplateAdmin(AuditedAdmin):
     fieldsets = (
         (None, {"fields": ("name", "slug", "description", "is_active", "order", "groups")}),
         (_("Where it runs"), {"fields": ("cluster", "partition", "qos", "container_image")}),
-        (_("Resources per task"), {"fields": ("gpu_type", "gpu_count", "cpus_per_task", "mem", "time_limit",
+        (_("Resources per task"), {"fields": ("gpu_type", "gpu_count", "cpus_per_task", "mem", "max_mem", "time_limit",
                                               "chunk_size", "array_limit")}),
         (_("Face swap"), {"fields": ("engine", "face_selector")}),
     )

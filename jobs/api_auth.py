@@ -4,8 +4,9 @@
 
 - a method the view does not take -> 405 `{"error"}` with an `Allow` header;
 - a `Token` Authorization header decides alone: a wrong or revoked key is 401, never a fallback
-  to the session. Token requests carry no cookie a browser would send on its own, so they are
-  exempt from CSRF;
+  to the session; after API_TOKEN_FAILURES_PER_IP wrong keys from one address within the window,
+  every Token request from it is 429 (jobs.ratelimit). Token requests carry no cookie a browser
+  would send on its own, so they are exempt from CSRF;
 - otherwise the session: anonymous -> 401, and an unsafe method (POST ...) must pass Django's
   CSRF check exactly as a form would (403 when it does not), so the API opens no CSRF hole;
 - request bodies Django refuses to parse (too many files or fields, broken multipart) -> 400 JSON.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import JsonResponse
 from django.http.multipartparser import MultiPartParserError
@@ -23,6 +25,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
+from . import ratelimit
+from .audit import client_ip
 from .models import ApiToken
 
 #: last_used_at is written at most this often per token, so reads stay reads
@@ -103,8 +107,13 @@ def api_view(*methods: str):
                              % {"method": request.method, "allowed": ", ".join(allowed)}, 405, Allow=", ".join(allowed))
             key = token_from_header(request)
             if key is not None:
+                ip = client_ip(request)
+                if ratelimit.token_locked(ip):
+                    return error(_("Too many wrong API tokens from your address. Try again in 15 minutes."), 429,
+                                 Retry_After=str(settings.LOGIN_FAILURE_WINDOW))
                 token = token_for(key) if key else None
                 if token is None:
+                    ratelimit.register_token_failure(ip, request)
                     return unauthorized(_("That API token is not valid (wrong, revoked, or its user is inactive)."))
                 touch(token)
                 request.user = token.user

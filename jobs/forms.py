@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from django import forms
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
+from . import audit, ratelimit
 from .models import Template
 
 
@@ -18,6 +21,9 @@ class MultipleFileField(forms.FileField):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("widget", MultipleFileInput())
         kwargs.setdefault("required", False)
+        # Empty files reach jobs.uploads.check_upload, whose message names the file
+        # (Django's own "The submitted file is empty." does not say which one).
+        kwargs.setdefault("allow_empty_file", True)
         super().__init__(*args, **kwargs)
 
     def clean(self, data, initial=None):
@@ -50,3 +56,26 @@ class NewJobForm(forms.Form):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["template"].queryset = Template.objects.usable_by(user).select_related("cluster")
+
+
+class RateLimitedAuthenticationForm(AuthenticationForm):
+    """Django's login form, refusing every attempt (the right password too) once the user name
+    or the client IP has too many recent failures (jobs.ratelimit). `locked_out` tells the page."""
+
+    error_messages = {**AuthenticationForm.error_messages, "locked_out": ratelimit.LOCKED_MESSAGE}
+    locked_out = False
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        ip = audit.client_ip(self.request)
+        if ratelimit.login_locked(username, ip):
+            self.locked_out = True
+            raise ValidationError(self.error_messages["locked_out"], code="locked_out")
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            if self.cleaned_data.get("password"):  # an empty password never reached the backend
+                ratelimit.register_login_failure(username, ip, self.request)
+            raise
+        ratelimit.clear_user_failures(username)
+        return cleaned

@@ -37,7 +37,8 @@ def job_summary(job: Job, request=None) -> dict:
 
 
 def job_detail(job: Job, request=None) -> dict:
-    """The summary plus `tasks` (Slurm array indexes) and `outputs` (fetched results, with URLs)."""
+    """The summary plus `tasks` (Slurm array indexes), `outputs` (fetched results, with URLs) and
+    `attempt` / `attempts` (1 / [] until the job is retried: jobs.retry)."""
     body = job_summary(job, request)
     # Same key order as DESIGN.md lists them: error last.
     error = body.pop("error")
@@ -50,6 +51,9 @@ def job_detail(job: Job, request=None) -> dict:
         {"name": t.output_name, "url": absolute(reverse("api-job-output", args=[job.id, t.index]), request)}
         for t in job.targets.all() if t.output_file
     ]
+    body["attempt"] = job.attempt
+    body["attempts"] = [{k: rec.get(k) for k in ("attempt", "slurm_job_id", "array", "mem", "why", "auto", "at", "ended")}
+                        for rec in (job.attempts or [])]
     body["error"] = error
     return body
 

@@ -115,9 +115,14 @@ def enqueue_submission(job: Job) -> None:
 
     from .submit import SUBMIT_RETRY, submit_job
 
-    # job_id makes a double enqueue of the same Start collapse into one RQ job.
-    django_rq.get_queue("default").enqueue(submit_job, str(job.id), job_id=f"submit-{job.id}", retry=SUBMIT_RETRY,
+    # job_id makes a double enqueue of the same Start (or retry attempt) collapse into one RQ job.
+    django_rq.get_queue("default").enqueue(submit_job, str(job.id), job_id=submission_rq_id(job), retry=SUBMIT_RETRY,
                                            job_timeout=900, result_ttl=3600, failure_ttl=7 * 86400)
+
+
+def submission_rq_id(job: Job) -> str:
+    """The RQ job id of the job's submission: `submit-<uuid>`, and `submit-<uuid>-a<N>` for attempt N > 1."""
+    return f"submit-{job.id}" if job.attempt <= 1 else f"submit-{job.id}-a{job.attempt}"
 
 
 def _named(f: UploadedFile, name: str | None = None) -> UploadedFile:

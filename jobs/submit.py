@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import posixpath
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -56,7 +57,7 @@ def submit_job(job_id: str) -> str | None:
             log.info("job %s was already submitted as Slurm job %s: not submitting again", job.id, existing)
             slurm_id = existing
         else:
-            script_path = stage(runner, job)
+            script_path = stage(runner, job) if job.attempt <= 1 else stage_retry(runner, job)
             job.refresh_from_db(fields=["cancel_requested"])
             if job.cancel_requested:
                 job.move(JobStatus.SUBMITTING, JobStatus.CANCELLED, finished_at=timezone.now())
@@ -74,7 +75,13 @@ def submit_job(job_id: str) -> str | None:
         publish_job(job)
         log.warning("job %s: submission failed, will retry: %s", job.id, exc)
         raise
-    if not job.move(JobStatus.SUBMITTING, JobStatus.PENDING, slurm_job_id=slurm_id, submitted_at=timezone.now(), error=""):
+    extra = {}
+    if job.attempts:  # a retried job: this attempt's Slurm id goes into its record too
+        history = [dict(r) for r in job.attempts]
+        history[-1]["slurm_job_id"] = slurm_id
+        extra = {"attempts": history, "error": history[-1].get("why", "")}
+    if not job.move(JobStatus.SUBMITTING, JobStatus.PENDING, **{"slurm_job_id": slurm_id, "submitted_at": timezone.now(),
+                                                                "error": "", **extra}):
         # Cancelled while sbatch ran: keep the id so nothing runs unseen, and stop it.
         Job.objects.filter(pk=job.pk).update(slurm_job_id=slurm_id)
         runner.run(slurm.scancel_argv([slurm_id]), timeout=30)
@@ -139,18 +146,42 @@ def stage(runner, job: Job) -> str:
     return script_path
 
 
-def sbatch_spec(job: Job, manifest_path: str, n_tasks: int) -> SbatchSpec:
+def stage_retry(runner, job: Job) -> str:
+    """A later attempt: the first attempt's manifest stays valid; only a new script over the chunks
+    to retry is written, and those chunks' old progress records are removed so that the watcher
+    never reads the previous attempt's records as this attempt's. Returns the script path."""
+    root = job.cluster.job_dir(job.id)
+    indexes = [int(i) for i in job.attempts[-1]["indexes"]]
+    records = [posixpath.join(root, "out", "progress", f"task-{i}.json") for i in indexes]
+    for start in range(0, len(records), 500):
+        runner.run(["rm", "-f", "--", *records[start:start + 500]], timeout=60, check=True)
+    manifest_path = posixpath.join(root, "manifest.json")
+    script = render_script(sbatch_spec(job, manifest_path, indexes=indexes))
+    script_path = posixpath.join(root, f"job-a{job.attempt}.sbatch")
+    runner.put_bytes(script.encode(), script_path, mode=0o755)
+    return script_path
+
+
+def sbatch_spec(job: Job, manifest_path: str, n_tasks: int | None = None, indexes: list[int] | None = None) -> SbatchSpec:
+    """The batch script's spec: the whole array (`n_tasks`), or a retry's `indexes` (`--array=3,17,42`)."""
+    from .retry import current_mem
+
     profile, snap = job.cluster, job.template_snapshot
     root = profile.job_dir(job.id)
     command = [profile.worker_python, "-m", "worker", "run", "--manifest", manifest_path]
     if profile.models_dir:
         command += ["--models-dir", profile.models_dir]
     env = {"PYTHONPATH": profile.worker_path} if profile.worker_path else {}
+    # Tests only (settings.FFP_TEST_ALLOCATE_MB, {attempt: MB}, empty by default and never read
+    # from the environment): make the worker hold that much memory, to exceed the task's --mem.
+    test_mb = (getattr(settings, "FFP_TEST_ALLOCATE_MB", None) or {}).get(job.attempt)
+    if test_mb:
+        env["FFP_TEST_ALLOCATE_MB"] = str(int(test_mb))
     binds = [f"{profile.models_dir}:{profile.models_dir}"] if profile.models_dir else []
     return SbatchSpec(
         job_name=job.slurm_name, comment=job.slurm_name, partition=snap["partition"], time_limit=snap["time_limit"],
-        cpus_per_task=int(snap.get("cpus_per_task") or 1), mem=snap.get("mem") or "", gres=snap.get("gres") or "",
-        array_indexes=list(range(n_tasks)), array_limit=snap.get("array_limit"), log_dir=posixpath.join(root, "logs"),
+        cpus_per_task=int(snap.get("cpus_per_task") or 1), mem=current_mem(job), gres=snap.get("gres") or "",
+        array_indexes=list(indexes) if indexes is not None else list(range(n_tasks)), array_limit=snap.get("array_limit"), log_dir=posixpath.join(root, "logs"),
         workdir=profile.worker_path or root, command=command, env=env, qos=snap.get("qos") or "",
         container_image=snap.get("container_image") or "", container_binds=binds + [f"{root}:{root}"] if snap.get("container_image") else [],
     )

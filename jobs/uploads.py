@@ -37,7 +37,12 @@ def safe_name(name: str) -> str:
 
 
 def check_upload(f: UploadedFile, kind: str) -> None:
-    """kind: 'image' (source faces) or 'media' (targets: image or video)."""
+    """kind: 'image' (source faces) or 'media' (targets: image or video). Raises UploadRejected.
+
+    Images: the pixel count is read from the header and refused over MAX_PIXELS before anything
+    is decoded (decompression bombs), then the file is checked to be complete (truncated copies).
+    Videos are recognised by their container's first bytes only.
+    """
     if f.size == 0:
         raise UploadRejected(_("the file is empty (0 bytes); upload it again"))
     limit = settings.UPLOAD_MAX_BYTES
@@ -52,14 +57,53 @@ def check_upload(f: UploadedFile, kind: str) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            # open() reads the header only: the size is known before a single pixel is decoded.
             with Image.open(f) as im:
                 w, h = im.size
+                if w * h > MAX_PIXELS:
+                    raise _TooBig(w, h)
+                _check_complete(im)
+    except _TooBig as big:
+        raise UploadRejected(_("the image is %(w)sx%(h)s pixels, over the limit of 50 megapixels; scale it down")
+                             % {"w": big.w, "h": big.h}) from None
+    except Image.DecompressionBombError:
+        # Pillow refuses to even open images over twice its own limit; say it in our words.
+        raise UploadRejected(_("the image is over the limit of 50 megapixels; scale it down")) from None
+    except _Truncated:
+        raise UploadRejected(_("the image is damaged or cut off (it ends before its last pixel); "
+                               "upload the whole file again")) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
         what = _("an image (JPEG, PNG, WebP)") if kind == "image" else _("an image or a video (MP4, MOV, MKV, WebM)")
         raise UploadRejected(_("this is not %(what)s") % {"what": what}) from None
     finally:
         f.seek(0)
-    max_pixels = 50_000_000
-    if w * h > max_pixels:
-        raise UploadRejected(_("the image is %(w)sx%(h)s pixels, over the limit of 50 megapixels; scale it down")
-                             % {"w": w, "h": h})
+
+
+#: the largest image accepted (pixels); checked from the header, before decoding
+MAX_PIXELS = 50_000_000
+
+
+class _TooBig(Exception):
+    def __init__(self, w: int, h: int):
+        self.w, self.h = w, h
+
+
+class _Truncated(Exception):
+    pass
+
+
+def _check_complete(im: Image.Image) -> None:
+    """Raise _Truncated when the file ends before its image does (an interrupted copy).
+
+    JPEG: decoded at 1/8 scale (`draft`: the DCT scales down for free), which still reads every
+    byte of the compressed data, in a 64th of the memory. PNG and others: Pillow's `verify()`
+    (chunk checksums through IEND), which decodes nothing.
+    """
+    try:
+        if im.format == "JPEG":
+            im.draft("RGB", (max(1, im.size[0] // 8), max(1, im.size[1] // 8)))
+            im.load()
+        else:
+            im.verify()
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise _Truncated() from exc

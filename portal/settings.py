@@ -38,8 +38,13 @@ def envfloat(name: str, default: str) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, not {value!r}") from None
 
 
+# A fresh checkout runs with DEBUG on; production sets DEBUG=false, and then the system check in
+# jobs/checks.py refuses to start with the dev key, a short key, ALLOWED_HOSTS=* or cookies sent
+# over plain HTTP (see docs). DEBUG pages show settings and tracebacks: never on a shared host.
 DEBUG = envbool("DEBUG", "true")
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key" if DEBUG else "")
+#: the key a checkout runs with; refused when DEBUG is off (jobs.checks)
+DEV_SECRET_KEY = "dev-only-insecure-key"
+SECRET_KEY = os.environ.get("SECRET_KEY", DEV_SECRET_KEY if DEBUG else "")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
@@ -161,6 +166,10 @@ CHANNEL_LAYERS = {
 WATCH_INTERVAL = envfloat("WATCH_INTERVAL", "3")
 #: whether Start enqueues the submission (tests of pure views can turn it off)
 SUBMIT_ON_START = envbool("SUBMIT_ON_START", "true")
+#: TESTS ONLY: {attempt: MB} makes the worker of that attempt allocate and hold MB of memory before
+#: it processes anything (env FFP_TEST_ALLOCATE_MB in the batch script), so a test can exceed the
+#: task's --mem. Deliberately not read from the environment: only a test's settings can set it.
+FFP_TEST_ALLOCATE_MB: dict = {}
 
 # Email (job ended, quota at 80 %/100 %): sent by the RQ worker, never in a request. With
 # EMAIL_HOST set mail goes out over SMTP; without it, it is printed by the worker (console).
@@ -178,15 +187,39 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
     "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend")
 
+# Django's cache: login and API-token failure counters (jobs.ratelimit). Redis, shared by every
+# web process, so a guesser cannot spread attempts over workers; its own key prefix.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "ffportal-cache"),
+    }
+}
+#: failed logins allowed per user name, and per client IP, within LOGIN_FAILURE_WINDOW seconds;
+#: beyond them logins are refused (even with the right password) until the window ends
+LOGIN_FAILURES_PER_USER = envint("LOGIN_FAILURES_PER_USER", "5")
+LOGIN_FAILURES_PER_IP = envint("LOGIN_FAILURES_PER_IP", "20")
+#: wrong API tokens allowed per client IP within the window; then 429
+API_TOKEN_FAILURES_PER_IP = envint("API_TOKEN_FAILURES_PER_IP", "20")
+LOGIN_FAILURE_WINDOW = envint("LOGIN_FAILURE_WINDOW", str(15 * 60))
+
+# Error pages and error mails: also hide POSTed private keys and passwords, Authorization headers.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.redact.SecretsExceptionReporterFilter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Every log line (and traceback) passes the redaction filter: private keys, password=...,
+    # Token/Authorization values never reach a log file.
+    "filters": {"redact": {"()": "portal.redact.RedactSecrets"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"paramiko": {"level": "WARNING"}},
 }
 
-if not DEBUG:
-    SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "true")
-    CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "true")
+# Cookies only over HTTPS in production. A plain-HTTP lab says so explicitly with
+# ALLOW_INSECURE_COOKIES=true (jobs.checks refuses insecure cookies otherwise).
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "false" if DEBUG else "true")
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "false" if DEBUG else "true")
+ALLOW_INSECURE_COOKIES = envbool("ALLOW_INSECURE_COOKIES", "false")

@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="process one array task of a job manifest")
     run.add_argument("--manifest", required=True, help="path of the job's manifest.json")
     run.add_argument("--task-index", type=int, default=None, help="chunk to process (default: $SLURM_ARRAY_TASK_ID)")
+    # Tests only (hidden): allocate and hold N MB first, to exceed the task's memory limit.
+    run.add_argument("--test-allocate-mb", type=int, default=None, help=argparse.SUPPRESS)
     _model_args(run)
 
     swap = sub.add_parser("swap", help="swap faces in one image or video")
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     from .runner import TaskConfig, run_task
 
-    cfg = TaskConfig.from_env(args.manifest, args.task_index, args.models_dir, args.registry)
+    cfg = TaskConfig.from_env(args.manifest, args.task_index, args.models_dir, args.registry,
+                              test_allocate_mb=args.test_allocate_mb)
     return run_task(cfg)
 
 

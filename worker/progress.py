@@ -59,6 +59,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+#: how the message of a target record begins when the target failed because its TASK was stopped
+#: (time limit, cancel), not for its own reasons; the portal retries such targets (jobs.retry)
+STOPPED_BY_TASK_END = "stopped before this target finished"
+
+
 @dataclass
 class TargetRecord:
     index: int

@@ -15,7 +15,7 @@ from .engines import load_engine
 from .errors import ManifestError, WorkerError
 from .manifest import Manifest
 from .process import build_swapper, process_target
-from .progress import ProgressWriter, TargetRecord, TaskProgress
+from .progress import STOPPED_BY_TASK_END, ProgressWriter, TargetRecord, TaskProgress
 from .signals import Terminated
 
 log = logging.getLogger("worker.run")
@@ -32,10 +32,14 @@ class TaskConfig:
     models_dir: str | None
     registry_path: str | None
     tmp_root: str | None
+    #: TESTS ONLY: MB to allocate and hold before processing ($FFP_TEST_ALLOCATE_MB or the hidden
+    #: --test-allocate-mb), so a test can make a task exceed its memory limit. 0: nothing.
+    test_allocate_mb: int = 0
 
     @classmethod
     def from_env(cls, manifest_path: str, task_index: int | None, models_dir: str | None,
-                 registry_path: str | None, env: os._Environ | dict = os.environ) -> "TaskConfig":
+                 registry_path: str | None, env: os._Environ | dict = os.environ,
+                 test_allocate_mb: int | None = None) -> "TaskConfig":
         if task_index is None:
             raw = env.get("SLURM_ARRAY_TASK_ID")
             if raw is None:
@@ -53,7 +57,27 @@ class TaskConfig:
             registry_path=registry_path or env.get("FACEFUSION_MODEL_REGISTRY"),
             # Slurm sets TMPDIR to node-local scratch on most sites; video temp files go there.
             tmp_root=env.get("TMPDIR"),
+            test_allocate_mb=test_allocate_mb if test_allocate_mb is not None else _whole(env.get("FFP_TEST_ALLOCATE_MB")),
         )
+
+
+def _whole(raw) -> int:
+    try:
+        return max(0, int(raw or 0))
+    except ValueError:
+        return 0
+
+
+#: how long the test allocation is held: Slurm samples memory every second and kills within ~2 s
+TEST_ALLOCATE_HOLD_SECONDS = 10.0
+
+
+def _test_allocate(mb: int) -> bytes:
+    """TESTS ONLY: allocate and touch `mb` MB, hold it long enough for Slurm's memory sampler."""
+    log.warning("test option: allocating %d MB before processing (FFP_TEST_ALLOCATE_MB)", mb)
+    ballast = b"\x01" * (mb << 20)  # bytes of a non-zero value: every page is written, so resident
+    time.sleep(TEST_ALLOCATE_HOLD_SECONDS)
+    return ballast
 
 
 def run_task(cfg: TaskConfig) -> int:
@@ -63,6 +87,7 @@ def run_task(cfg: TaskConfig) -> int:
     writer = ProgressWriter(m.progress_dir, progress)
     m.outputs_dir.mkdir(parents=True, exist_ok=True)
     writer.flush()  # "task started" is visible to the portal before the (slow) model load
+    ballast = _test_allocate(cfg.test_allocate_mb) if cfg.test_allocate_mb else b""  # noqa: F841 - held
 
     registry = None
     if cfg.registry_path:
@@ -107,7 +132,7 @@ def run_task(cfg: TaskConfig) -> int:
         except Terminated:
             # Slurm's SIGTERM (time limit, scancel): leave a truthful record, then let the exit happen.
             rec.status = "failed"
-            rec.message = "stopped before this target finished: the task hit its time limit or was cancelled"
+            rec.message = STOPPED_BY_TASK_END + ": the task hit its time limit or was cancelled"
             rec.seconds = round(time.perf_counter() - t1, 3)
             writer.finish()
             raise

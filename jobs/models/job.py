@@ -66,6 +66,11 @@ class Job(models.Model):
     target_folder = models.CharField(max_length=1000, blank=True)
     slurm_job_id = models.CharField(max_length=32, blank=True, db_index=True)
     cancel_requested = models.BooleanField(default=False)
+    #: 1 for the first submission; each retry (jobs.retry) is a new attempt with its own Slurm job
+    attempt = models.PositiveIntegerField(default=1, db_default=1)
+    #: one record per attempt once the job has been retried (jobs.retry.attempt_record): attempt,
+    #: slurm_job_id, indexes (the array indexes it ran), mem, why, auto, by, at, ended {index: state}
+    attempts = models.JSONField(default=list, db_default=[], blank=True)
     consent_at = models.DateTimeField(null=True, blank=True)
     callback_url = models.URLField(blank=True)
     total = models.PositiveIntegerField(default=0)
@@ -98,8 +103,9 @@ class Job(models.Model):
 
     @property
     def slurm_name(self) -> str:
-        """The Slurm job name: the job's uuid, so a retried submission can find it."""
-        return f"ffp-{self.id}"
+        """The Slurm job name: the job's uuid (and the attempt from the second on), so a retried
+        submission finds this attempt's Slurm job and not an earlier attempt's."""
+        return f"ffp-{self.id}" if self.attempt <= 1 else f"ffp-{self.id}-a{self.attempt}"
 
     def move(self, from_statuses, to_status: str, **fields) -> bool:
         """Conditional state change: UPDATE ... WHERE status IN (from). True when this call won.
@@ -150,6 +156,9 @@ class Target(models.Model):
     seconds = models.FloatField(null=True, blank=True)
     output_file = models.CharField(max_length=1000, blank=True)  # local path of the fetched output
     thumbnail_file = models.CharField(max_length=1000, blank=True)
+    #: failed because its task died (out of memory, node failure, time limit ...), not for its own
+    #: reasons (corrupt file, no face): only these are retried (jobs.retry)
+    failed_with_task = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["index"]
@@ -171,6 +180,8 @@ class Task(models.Model):
     reason = models.CharField(max_length=300, blank=True)  # plain words
     elapsed_seconds = models.PositiveIntegerField(null=True, blank=True)
     gpus = models.PositiveIntegerField(default=0)
+    #: the job attempt whose Slurm job this row follows now (Job.attempt when it was last resubmitted)
+    attempt = models.PositiveIntegerField(default=1, db_default=1)
 
     class Meta:
         ordering = ["index"]

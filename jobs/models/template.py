@@ -36,6 +36,10 @@ class Template(models.Model):
     gpu_count = models.PositiveIntegerField(_("GPUs per task"), default=1)
     cpus_per_task = models.PositiveIntegerField(_("CPUs per task"), default=1)
     mem = models.CharField(_("memory per task"), max_length=16, default="4G")
+    max_mem = models.CharField(
+        _("memory ceiling"), max_length=16, blank=True, default="", db_default="",
+        help_text=_("A task that runs out of memory is retried once, automatically, with twice the memory, "
+                    "up to this much. Empty: twice the memory per task."))
     time_limit = models.CharField(_("time limit"), max_length=16, default="00:30:00",
                                   help_text=_("Always set: [D-]HH:MM:SS. Jobs without one never fit before a reservation."))
     chunk_size = models.PositiveIntegerField(_("images per task"), default=10)
@@ -82,6 +86,8 @@ class Template(models.Model):
 
         check("time_limit", validate_time_limit, self.time_limit)
         check("mem", validate_mem, self.mem)
+        if self.max_mem:
+            check("max_mem", validate_mem, self.max_mem)
         # The GPU request is built from type and count; a bad type is where the fix goes.
         try:
             validate_gres(self.gres)
@@ -117,6 +123,7 @@ class Template(models.Model):
         return {
             "slug": self.slug, "name": self.name, "cluster": self.cluster.slug, "partition": self.partition,
             "gres": self.gres, "gpu_count": self.gpu_count, "cpus_per_task": self.cpus_per_task, "mem": self.mem,
+            "max_mem": self.max_mem,
             "time_limit": self.time_limit, "chunk_size": self.chunk_size, "array_limit": self.array_limit,
             "container_image": self.container_image, "engine": self.engine, "face_selector": self.face_selector,
             "qos": self.qos, "seconds_per_image": self.seconds_per_image,

@@ -71,6 +71,7 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "has_outputs": job.targets.exclude(output_file="").exists(),
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,
         "template_name": job.template_snapshot.get("name", ""),  # what it ran with, not the edited template
+        "can_retry": can_retry(job),
     }
     return render(request, "jobs/job_detail.html", context)
 
@@ -83,6 +84,21 @@ def job_cancel(request: HttpRequest, job_id: UUID) -> HttpResponse:
         messages.success(request, _("Cancel requested. Images already finished are kept."))
     else:
         messages.info(request, _("This job has already finished; there is nothing to cancel."))
+    return redirect("job-detail", job_id=job.id)
+
+
+@require_POST
+@login_required
+def job_retry(request: HttpRequest, job_id: UUID) -> HttpResponse:
+    """Retry failed images: a new attempt over just the chunks holding them (jobs.retry)."""
+    from ..api import retry_refusal
+    from ..retry import retry_failed
+
+    job = get_job_for_user(request.user, job_id)
+    if retry_failed(job, actor=request.user, request=request):
+        messages.success(request, _("Retrying the failed images. This page follows the new attempt."))
+    else:
+        messages.info(request, retry_refusal(job))
     return redirect("job-detail", job_id=job.id)
 
 
@@ -99,6 +115,13 @@ def target_detail(request: HttpRequest, job_id: UUID, index: int) -> HttpRespons
         "is_video": target.output_name.lower().endswith(VIDEO_EXTENSIONS),
     }
     return render(request, "jobs/target_detail.html", context)
+
+
+def can_retry(job: Job) -> bool:
+    """Whether the Retry button is offered: an ended job with an image that failed because its task died."""
+    from ..retry import RETRYABLE_JOB_STATUSES, retryable_targets
+
+    return job.status in RETRYABLE_JOB_STATUSES and bool(retryable_targets(job))
 
 
 def progress_of(job: Job) -> dict:

@@ -67,7 +67,7 @@ def test_it_does_not_call_a_scancel_a_memory_kill():
 
 
 @pytest.mark.parametrize("kw, log, reason", [
-    (dict(state="TIMEOUT"), "", "hit the time limit"),
+    (dict(state="TIMEOUT"), "", "hit the time limit; choose a template with a longer time limit"),
     (dict(state="NODE_FAIL"), "", "the compute node failed"),
     (dict(state="CANCELLED", signal=15), "", "cancelled"),
     (dict(state="PREEMPTED"), "", "was pre-empted by a higher-priority job"),

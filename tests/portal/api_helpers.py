@@ -7,8 +7,9 @@ from django.test import Client
 from jobs.models import ApiToken, Job, JobStatus, Target, Task
 
 #: the exact keys DESIGN.md lists for `GET /api/v1/jobs/<id>`
-DETAIL_KEYS = {"id", "name", "status", "template", "slurm_job_id", "progress", "tasks", "outputs", "error"}
-SUMMARY_KEYS = DETAIL_KEYS - {"tasks", "outputs"}
+DETAIL_KEYS = {"id", "name", "status", "template", "slurm_job_id", "progress", "tasks", "outputs", "error",
+               "attempt", "attempts"}  # attempt(s): added with Retry (docs/api.md)
+SUMMARY_KEYS = DETAIL_KEYS - {"tasks", "outputs", "attempt", "attempts"}
 
 
 def token_client(user, **client_kwargs) -> tuple[Client, str]:

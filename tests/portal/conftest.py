@@ -1,6 +1,8 @@
 """Shared fixtures for the portal's tests: named users (owner, colleague, stranger, staff), a
 cluster profile and templates. Unit tests never reach the cluster: Start does not enqueue here
 (SUBMIT_ON_START off) and the SSH seam (`cluster.get_runner`) is not called by pure views."""
+import uuid
+
 import pytest
 from django.contrib.auth.models import Group, User
 
@@ -13,6 +15,9 @@ def _no_submission(settings, tmp_path):
     # Django's real password hashing costs ~0.3 s per user; these tests don't need it.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MEDIA_ROOT = tmp_path / "media"
+    # The cache (Redis) outlives a test: a key prefix of its own keeps failed-login counters of
+    # one test from locking out the next.
+    settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}
 
 
 @pytest.fixture

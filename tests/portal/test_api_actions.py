@@ -57,11 +57,11 @@ def test_it_refuses_to_cancel_a_finished_job(api, owner, template, status):
     assert job.status == status and not job.cancel_requested
 
 
-def test_it_says_retry_is_not_supported_yet(api, owner, template):
+def test_it_refuses_a_retry_when_nothing_failed_for_its_task(api, owner, template):
     job = make_job(owner, template, status=JobStatus.PARTIALLY_FAILED)
     r = api.post(f"/api/v1/jobs/{job.id}/retry")
-    assert r.status_code == 501
-    assert "not supported yet" in r.json()["error"]
+    assert r.status_code == 409
+    assert "Nothing to retry" in r.json()["error"]
     assert Job.objects.get(pk=job.pk).status == JobStatus.PARTIALLY_FAILED
 
 

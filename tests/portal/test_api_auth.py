@@ -19,7 +19,7 @@ def job(owner, template):
 JOB_ENDPOINTS = [
     ("get", "/api/v1/jobs/{id}", 200),
     ("post", "/api/v1/jobs/{id}/cancel", 200),
-    ("post", "/api/v1/jobs/{id}/retry", 501),
+    ("post", "/api/v1/jobs/{id}/retry", 409),  # a queued job: nothing to retry yet
     ("get", "/api/v1/jobs/{id}/results.zip", 200),
 ]
 ALL_ENDPOINTS = [("get", "/api/v1/jobs"), ("post", "/api/v1/jobs"), ("get", "/api/v1/templates"),

@@ -110,6 +110,8 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template):
 
 
 def test_it_reads_a_memory_kill_as_out_of_memory_not_failed(fake, owner, template):
+    template.max_mem = template.mem  # at its ceiling: not retried automatically (tests/portal/test_retry.py)
+    template.save()
     job = make_job(owner, template, "37", tasks=1)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_memkill.json").read_text(),
                     log_tail=(SAMPLES / "memkill_output.txt").read_text()))

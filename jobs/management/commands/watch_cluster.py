@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from jobs.models import ClusterProfile
+from jobs.recovery import requeue_orphans
 from jobs.watcher import poll_profile
 
 log = logging.getLogger("jobs.watcher")
@@ -36,7 +37,12 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, _stop)
         backoff: dict[int, float] = {}
         next_try: dict[int, float] = {}
+        cycle = 0
         while not stop["now"]:
+            # Recovery (jobs/recovery.py): submissions Redis lost are enqueued again, every 10th cycle.
+            if cycle % 10 == 0:
+                requeue_orphans()
+            cycle += 1
             qs = ClusterProfile.objects.filter(is_active=True)
             if opts["profile"]:
                 qs = qs.filter(slug=opts["profile"])

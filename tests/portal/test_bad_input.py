@@ -1,0 +1,308 @@
+"""Bad input at the portal (issue 6): each case shows the user a plain message and touches no
+other job and no file. Uploads go through the New job page; folder cases through `submit_job`
+with the SSH seam faked (as in test_quotas_submit.py)."""
+import html
+import io
+import json
+import os
+import struct
+import subprocess
+import tracemalloc
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+from PIL import Image
+
+from cluster import CommandResult, RemoteEntry
+from cluster.sbatch import render_script
+from jobs.models import Job, JobStatus, Target
+from jobs.start import StartError, start_job
+from jobs.submit import sbatch_spec, submit_job
+from jobs.uploads import UploadRejected, check_upload
+from worker.manifest import Manifest
+
+from .test_watcher import EMPTY_SQUEUE
+
+ROOT = "/srv/ffportal/storage"
+ELF = b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 200
+
+
+def upload(name, data, content_type="image/jpeg"):
+    return SimpleUploadedFile(name, data, content_type=content_type)
+
+
+def png_header_only(width, height) -> bytes:
+    """A PNG whose header claims width x height, with a few bytes of pixel data (a decompression bomb's shape)."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
+
+
+def media_files() -> list[Path]:
+    root = Path(settings.MEDIA_ROOT)
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+@pytest.fixture
+def other_job(colleague, template, jpeg_bytes):
+    """A colleague's job with uploads: no bad input of alice's may change it or its files."""
+    return start_job(user=colleague, template=template, sources=[upload("bob.jpg", jpeg_bytes)], consent=True,
+                     target_files=[upload("bob-target.jpg", jpeg_bytes)])
+
+
+@pytest.fixture
+def untouched(other_job):
+    """Call it at the end of a test: asserts the other job's row and files are as they were."""
+    before_files = {p: p.read_bytes() for p in media_files()}
+    before_row = Job.objects.filter(pk=other_job.pk).values().get()
+
+    def check(allow_new_jobs=0):
+        assert Job.objects.filter(pk=other_job.pk).values().get() == before_row
+        now = {p: p.read_bytes() for p in media_files() if p.is_relative_to(other_job.media_dir)}
+        assert now == {p: b for p, b in before_files.items() if p.is_relative_to(other_job.media_dir)}
+        assert Job.objects.exclude(pk=other_job.pk).count() == allow_new_jobs
+        if not allow_new_jobs:
+            assert set(media_files()) == set(before_files)  # nothing half-written
+    return check
+
+
+@pytest.fixture
+def post_start(client, owner, template, jpeg_bytes):
+    client.force_login(owner)
+
+    def post(targets=None, source=None, **extra):
+        data = {"template": template.pk, "consent": "on", "source": source or upload("face.jpg", jpeg_bytes),
+                **extra}
+        if targets is not None:
+            data["targets"] = targets
+        r = client.post(reverse("job-new"), data)
+        return r, html.unescape(r.content.decode())
+    return post
+
+
+# --- uploads, checked by content ------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, data, field, message", [
+    ("holiday.jpg", ELF, "targets", "Target holiday.jpg: this is not an image or a video (MP4, MOV, MKV, WebM)"),
+    ("archive.jpg", None, "source", "Source archive.jpg: this is not an image (JPEG, PNG, WebP)"),
+    ("clip.mp4", b"just some text, not a video", "targets", "Target clip.mp4: this is not an image or a video"),
+    ("empty.jpg", b"", "targets", "Target empty.jpg: the file is empty (0 bytes); upload it again"),
+])
+def test_it_refuses_uploads_that_are_not_what_they_claim(post_start, untouched, jpeg_bytes, name, data, field, message):
+    if data is None:  # a zip renamed .jpg
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr("a.jpg", jpeg_bytes)
+        data = buf.getvalue()
+    f = upload(name, data)
+    r, body = post_start(targets=[f] if field == "targets" else [upload("ok.jpg", jpeg_bytes)],
+                         source=f if field == "source" else None)
+    assert r.status_code == 200 and message in body
+    untouched()
+
+
+def test_it_refuses_a_truncated_jpeg(post_start, untouched, jpeg_bytes):
+    r, body = post_start(targets=[upload("cut.jpg", jpeg_bytes[: len(jpeg_bytes) // 2])])
+    assert "Target cut.jpg: the image is damaged or cut off" in body
+    untouched()
+
+
+def test_it_refuses_a_truncated_png():
+    buf = io.BytesIO()
+    Image.new("RGB", (300, 300), "red").save(buf, format="PNG")
+    with pytest.raises(UploadRejected, match="damaged or cut off"):
+        check_upload(upload("cut.png", buf.getvalue()[:-40], "image/png"), "image")
+
+
+@pytest.mark.parametrize("size, message", [
+    ((30000, 30000), "the image is over the limit of 50 megapixels"),
+    ((8000, 8000), "the image is 8000x8000 pixels, over the limit of 50 megapixels"),
+])
+def test_it_refuses_a_decompression_bomb_from_its_header_without_decoding(post_start, untouched, size, message):
+    data = png_header_only(*size)
+    tracemalloc.start()
+    try:
+        with pytest.raises(UploadRejected, match=message):
+            check_upload(upload("bomb.png", data, "image/png"), "media")
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 2**20  # decoding 8000x8000 RGB would take 192 MB
+    r, body = post_start(targets=[upload("bomb.png", data, "image/png")])
+    assert f"Target bomb.png: {message}" in body
+    untouched()
+
+
+def test_it_refuses_an_oversize_upload_and_leaves_no_temp_file(post_start, untouched, settings, tmp_path):
+    temp = tmp_path / "upload-temp"
+    temp.mkdir()
+    settings.FILE_UPLOAD_TEMP_DIR = str(temp)
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024  # big uploads stream to a temp file, as in production
+    settings.UPLOAD_MAX_BYTES = 2**20
+    r, body = post_start(targets=[upload("huge.mp4", b"\x00\x00\x00\x18ftypmp42" + b"\x00" * (3 * 2**20))])
+    assert "Target huge.mp4: the file is 3 MB, over the limit of 1 MB per file" in body
+    assert list(temp.iterdir()) == []
+    untouched()
+
+
+# --- target folders -------------------------------------------------------------------------------
+
+class FolderRunner:
+    """A cluster whose folders hold `entries`; `links` maps a path to where it really leads."""
+
+    def __init__(self, entries=(), links=None):
+        self.entries, self.links = list(entries), links or {}
+        self.commands, self.written = [], {}
+
+    def run_batch(self, argvs, timeout=60):
+        return [CommandResult(argv=a, rc=0 if a[0] == "squeue" else 1, stdout=EMPTY_SQUEUE if a[0] == "squeue" else "",
+                              stderr="") for a in argvs]
+
+    def run(self, argv, stdin=None, timeout=60, check=False):
+        self.commands.append(argv)
+        return CommandResult(argv=argv, rc=0, stdout="4242\n" if argv[0] == "sbatch" else "", stderr="")
+
+    def realpath(self, path):
+        for link, target in self.links.items():
+            if path == link or path.startswith(link + "/"):
+                return target + path[len(link):]
+        return path
+
+    def listdir(self, path):
+        return list(self.entries)
+
+    def makedirs(self, path):
+        pass
+
+    def put_file(self, local, remote):
+        self.written[remote] = Path(local).read_bytes()
+
+    def put_bytes(self, data, remote, mode=0o644):
+        self.written[remote] = data
+
+
+@pytest.fixture
+def fake_cluster(monkeypatch):
+    def install(runner):
+        monkeypatch.setattr("jobs.submit.get_runner", lambda config: runner)
+        return runner
+    return install
+
+
+def folder_job(owner, template, jpeg_bytes, folder):
+    return start_job(user=owner, template=template, sources=[upload("face.jpg", jpeg_bytes)], consent=True,
+                     target_folder=folder)
+
+
+def test_an_empty_target_folder_fails_the_job_with_a_plain_message(client, owner, template, jpeg_bytes, fake_cluster,
+                                                                    untouched):
+    runner = fake_cluster(FolderRunner(entries=[
+        RemoteEntry(name="notes.txt", path=f"{ROOT}/empty/notes.txt", type="file", size=1, mtime=0),
+        RemoteEntry(name=".hidden.jpg", path=f"{ROOT}/empty/.hidden.jpg", type="file", size=1, mtime=0)]))
+    job = folder_job(owner, template, jpeg_bytes, f"{ROOT}/empty")
+    assert submit_job(str(job.id)) is None
+    job.refresh_from_db()
+    message = f"The folder {ROOT}/empty has no images or videos in it."
+    assert job.status == JobStatus.FAILED and job.error == message
+    assert not [c for c in runner.commands if c[0] == "sbatch"]
+    client.force_login(owner)
+    assert message in html.unescape(client.get(reverse("job-detail", args=[job.id])).content.decode())
+    untouched(allow_new_jobs=1)
+
+
+@pytest.mark.parametrize("folder", [f"{ROOT}/../../etc", "/etc", "/home/alice", f"{ROOT}/a/../../../etc",
+                                    "storage/relative", f"{ROOT}/shoot\nmore"])
+def test_it_refuses_a_folder_outside_the_roots_at_start(post_start, untouched, folder):
+    r, body = post_start(target_folder=folder)
+    assert "That folder is outside the folders you may use. Pick one with the folder browser." in body
+    untouched()
+
+
+def test_a_symlink_inside_a_root_that_leads_out_fails_the_job(owner, template, jpeg_bytes, fake_cluster, untouched):
+    runner = fake_cluster(FolderRunner(
+        entries=[RemoteEntry(name="passwd.jpg", path="/etc/passwd.jpg", type="file", size=1, mtime=0)],
+        links={f"{ROOT}/escape": "/etc"}))
+    job = folder_job(owner, template, jpeg_bytes, f"{ROOT}/escape")
+    submit_job(str(job.id))
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    assert job.error == f"The folder {ROOT}/escape is outside the folders you may use."
+    assert not Target.objects.filter(job=job).exists()
+    assert not [c for c in runner.commands if c[0] == "sbatch"]
+    untouched(allow_new_jobs=1)
+
+
+# --- file names with shell metacharacters, quotes, newlines, unicode ------------------------------
+
+NASTY = 'a"; rm -rf ~ $(touch PWNED) `id`\n名字\'s.jpg'
+
+
+def test_a_nasty_file_name_is_stored_safely_and_never_executed(owner, template, jpeg_bytes, fake_cluster, tmp_path,
+                                                                untouched):
+    profile = template.cluster
+    profile.work_root = str(tmp_path / "work $(touch PWNED) 'q'")
+    profile.worker_python = "/bin/echo"
+    profile.save()
+    job = start_job(user=owner, template=template, sources=[upload(NASTY, jpeg_bytes)], consent=True,
+                    target_files=[upload(NASTY, jpeg_bytes), upload("../../etc/" + NASTY, jpeg_bytes)])
+    targets = list(job.targets.order_by("index"))
+    assert [t.name for t in targets][0] == NASTY  # shown to the user as uploaded
+    for t in targets:
+        assert "\n" not in t.output_name and "/" not in t.output_name and not t.output_name.startswith(".")
+        assert Path(t.upload.path).is_relative_to(job.media_dir) and "\n" not in t.upload.name
+    assert len({t.output_name for t in targets}) == 2
+    source = job.sources.get()
+    assert Path(source.file.path).is_relative_to(job.media_dir) and "\n" not in source.file.name
+
+    runner = fake_cluster(FolderRunner())
+    assert submit_job(str(job.id)) == "4242"
+    root = profile.job_dir(job.id)
+    manifest = Manifest.from_dict(json.loads(runner.written[f"{root}/manifest.json"]))
+    assert [t.output for t in manifest.targets] == [t.output_name for t in targets]
+    script = runner.written[f"{root}/job.sbatch"].decode()
+    assert script == render_script(sbatch_spec(job, f"{root}/manifest.json", 1))
+    path = tmp_path / "job.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    # Run it for real (the "worker" is /bin/echo): the $(...) in the path stays text.
+    run = subprocess.run(["bash", str(path)], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+    assert run.returncode == 0 and "$(touch PWNED)" in run.stdout
+    assert not list(tmp_path.rglob("PWNED")) and not Path("PWNED").exists()
+    untouched(allow_new_jobs=1)
+
+
+# --- a template deleted or disabled after Start ---------------------------------------------------
+
+@pytest.mark.parametrize("change", ["disable", "delete"])
+def test_a_job_keeps_its_template_snapshot_and_submits(owner, template, jpeg_bytes, fake_cluster, change):
+    job = start_job(user=owner, template=template, sources=[upload("face.jpg", jpeg_bytes)], consent=True,
+                    target_files=[upload("t.jpg", jpeg_bytes)])
+    snapshot = job.template_snapshot
+    if change == "disable":
+        template.is_active = False
+        template.save()
+    else:
+        template.delete()
+    runner = fake_cluster(FolderRunner())
+    assert submit_job(str(job.id)) == "4242"
+    job.refresh_from_db()
+    assert job.status == JobStatus.PENDING and job.template_snapshot == snapshot
+    assert "#SBATCH --partition=gpu" in runner.written[f"{job.cluster.job_dir(job.id)}/job.sbatch"].decode()
+
+
+def test_a_disabled_template_cannot_start_new_jobs(post_start, untouched, owner, template, jpeg_bytes):
+    template.is_active = False
+    template.save()
+    r, body = post_start(targets=[upload("t.jpg", jpeg_bytes)])
+    assert r.status_code == 200 and "Select a valid choice. That choice is not one of the available choices." in body
+    with pytest.raises(StartError, match="Choose one of the templates offered to you."):
+        start_job(user=owner, template=template, sources=[upload("face.jpg", jpeg_bytes)], consent=True,
+                  target_files=[upload("t.jpg", jpeg_bytes)])
+    untouched()
