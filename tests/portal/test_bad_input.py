@@ -121,7 +121,9 @@ def test_it_refuses_a_truncated_png():
 
 
 @pytest.mark.parametrize("size, message", [
-    ((30000, 30000), "the image is over the limit of 50 megapixels"),
+    # Pillow's own bomb guard may answer first (unless worker.imageio, imported by other tests, turned
+    # it off): either way the message names the limit.
+    ((30000, 30000), "over the limit of 50 megapixels"),
     ((8000, 8000), "the image is 8000x8000 pixels, over the limit of 50 megapixels"),
 ])
 def test_it_refuses_a_decompression_bomb_from_its_header_without_decoding(post_start, untouched, size, message):
@@ -135,7 +137,7 @@ def test_it_refuses_a_decompression_bomb_from_its_header_without_decoding(post_s
         tracemalloc.stop()
     assert peak < 5 * 2**20  # decoding 8000x8000 RGB would take 192 MB
     r, body = post_start(targets=[upload("bomb.png", data, "image/png")])
-    assert f"Target bomb.png: {message}" in body
+    assert "Target bomb.png: " in body and message in body
     untouched()
 
 
