@@ -79,8 +79,8 @@ document.addEventListener("DOMContentLoaded", function () {
 class Daphne:
     """`python -m daphne portal.asgi:application` on a free port, against this test's database."""
 
-    def __init__(self, log_path: Path, media_root: Path):
-        self.port = _free_port()
+    def __init__(self, log_path: Path, media_root: Path, port: int | None = None):
+        self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": _test_database_url(),
