@@ -14,7 +14,7 @@ import pytest
 def insightface_images() -> Path:
     spec = importlib.util.find_spec("insightface")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("insightface's sample images are not installed")
+        pytest.fail("insightface (and its sample images) is not installed: run `make venv`", pytrace=False)
     return Path(list(spec.submodule_search_locations)[0]) / "data" / "images"
 
 

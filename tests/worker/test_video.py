@@ -155,7 +155,7 @@ def _lavfi(out: Path, size: str, seconds: float, *codec: str, rate: int = 25, vf
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     if not (shutil.which("ffmpeg") and shutil.which("ffprobe")):
-        pytest.skip("ffmpeg/ffprobe not installed")
+        pytest.fail("ffmpeg/ffprobe not installed: run `make system` (scripts/install-system.sh)", pytrace=False)
     d = tmp_path_factory.mktemp("clips")
     h264 = ("-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p")
     c = {
