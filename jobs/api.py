@@ -147,7 +147,7 @@ def job_cancel(request, job_id):
 def job_retry(request, job_id):
     """202 with the job: its failed targets are resubmitted as a new attempt (jobs.retry).
     409 when nothing can be retried (still running, cancelled, or only own-reason failures)."""
-    from .retry import retry_failed
+    from .retry import retry_failed, retry_refusal
 
     found = _job_for(request, job_id)
     if found is None:
@@ -156,19 +156,6 @@ def job_retry(request, job_id):
         return error(retry_refusal(found), 409)
     found = _job_for(request, job_id, details=True)
     return JsonResponse(serializers.job_detail(found, request), status=202)
-
-
-def retry_refusal(job: Job) -> str:
-    """Why Retry did nothing, in words (shared with the page)."""
-    job.refresh_from_db()
-    if job.status == JobStatus.CANCELLED:
-        return _("This job was cancelled; start a new job to run it again.")
-    if not job.is_final:
-        return _("This job is still %(status)s; retry once it has ended.") % {"status": job.get_status_display()}
-    if not job.failed and job.status == JobStatus.COMPLETED:
-        return _("Every image of this job is done; there is nothing to retry.")
-    return _("Nothing to retry: the images that failed did so for their own reasons (for example a corrupt "
-             "file or no face found), and would fail again.")
 
 
 @api_view("GET")

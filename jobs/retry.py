@@ -197,3 +197,16 @@ def retry_note(job: Job) -> str:
         lines.append(_("Attempt %(n)s (tasks %(array)s) %(who)s: %(why)s") % {
             "n": rec["attempt"], "array": rec.get("array", ""), "who": who, "why": rec.get("why") or _("retried")})
     return "\n".join(lines)
+
+
+def retry_refusal(job: Job) -> str:
+    """Why Retry did nothing, in words (the page and the API say the same)."""
+    job.refresh_from_db()
+    if job.status == JobStatus.CANCELLED:
+        return _("This job was cancelled; start a new job to run it again.")
+    if not job.is_final:
+        return _("This job is still %(status)s; retry once it has ended.") % {"status": job.get_status_display()}
+    if not job.failed and job.status == JobStatus.COMPLETED:
+        return _("Every image of this job is done; there is nothing to retry.")
+    return _("Nothing to retry: the images that failed did so for their own reasons (for example a corrupt "
+             "file or no face found), and would fail again.")

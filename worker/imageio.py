@@ -31,7 +31,8 @@ class LoadedImage:
     note: str = ""  # what was converted, for the progress record ("16-bit converted to 8-bit")
 
 
-def load_image(path: str | os.PathLike, max_pixels: int) -> LoadedImage:
+def require_nonempty_file(path: str | os.PathLike) -> Path:
+    """The path, after checking it names a readable, non-empty file (TargetError in plain words)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -41,6 +42,11 @@ def load_image(path: str | os.PathLike, max_pixels: int) -> LoadedImage:
         raise TargetError(f"cannot read {path.name}: {exc.strerror}") from None
     if size == 0:
         raise TargetError(f"{path.name} is empty (0 bytes); upload the file again")
+    return path
+
+
+def load_image(path: str | os.PathLike, max_pixels: int) -> LoadedImage:
+    path = require_nonempty_file(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

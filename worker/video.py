@@ -26,6 +26,7 @@ import numpy as np
 
 from . import ffmpeg as ff
 from .errors import TargetError
+from .imageio import require_nonempty_file
 from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
 
 FrameFn = Callable[[np.ndarray], "tuple[np.ndarray, int, int]"]
@@ -76,15 +77,7 @@ def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
 def probe_video(path: str | os.PathLike) -> VideoInfo:
     """Read a video's size, rate, frame count, audio and rotation; TargetError in plain words for
     missing, empty, truncated or non-video files."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise TargetError(f"file not found: {path.name}") from None
-    except OSError as exc:
-        raise TargetError(f"cannot read {path.name}: {exc.strerror}") from None
-    if size == 0:
-        raise TargetError(f"{path.name} is empty (0 bytes); upload the file again")
+    path = require_nonempty_file(path)
     proc = _run(ff.probe_command(path.absolute()), PROBE_TIMEOUT_S)
     err = proc.stderr.decode("utf-8", "replace").replace(ff.file_url(path.absolute()) + ": ", "")
     if proc.returncode != 0:

@@ -91,8 +91,7 @@ def job_cancel(request: HttpRequest, job_id: UUID) -> HttpResponse:
 @login_required
 def job_retry(request: HttpRequest, job_id: UUID) -> HttpResponse:
     """Retry failed images: a new attempt over just the chunks holding them (jobs.retry)."""
-    from ..api import retry_refusal
-    from ..retry import retry_failed
+    from ..retry import retry_failed, retry_refusal
 
     job = get_job_for_user(request.user, job_id)
     if retry_failed(job, actor=request.user, request=request):
