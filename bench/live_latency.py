@@ -33,7 +33,7 @@ from django.utils import timezone  # noqa: E402
 from _live_env import Daphne, session_cookie  # noqa: E402
 from cluster import get_runner, slurm  # noqa: E402
 from jobs.models import Job, JobStatus, Task, Template  # noqa: E402
-from jobs.watcher import poll_profile  # noqa: E402
+from jobs.watcher.poll import poll_profile  # noqa: E402
 
 
 def watcher_loop(profile, interval: float, stop: threading.Event, cycles: list) -> None:

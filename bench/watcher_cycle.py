@@ -23,7 +23,7 @@ from django.utils import timezone  # noqa: E402
 
 from cluster import get_runner, slurm  # noqa: E402
 from jobs.models import Job, JobStatus, Task, Template  # noqa: E402
-from jobs.watcher import poll_profile  # noqa: E402
+from jobs.watcher.poll import poll_profile  # noqa: E402
 
 N = 100
 CYCLES = 7

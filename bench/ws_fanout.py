@@ -2,7 +2,7 @@
 
 Starts a real daphne (one process) serving the portal, connects N real WebSocket clients to
 /ws/jobs/<id>/ of one job (logged in, through the origin and auth checks), then publishes events
-the way the watcher does (jobs.live.Publisher through channels_redis) and records, per client,
+the way the watcher does (jobs.live.protocol.Publisher through channels_redis) and records, per client,
 the time from publish to arrival. Prints p50/p95/max fan-out (target p95 < 250 ms) and daphne's
 resident memory per connection.
 
@@ -26,7 +26,7 @@ from asgiref.sync import sync_to_async  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 
 from _live_env import Daphne, session_cookie  # noqa: E402
-from jobs.live import Publisher  # noqa: E402
+from jobs.live.protocol import Publisher  # noqa: E402
 from jobs.models import Job, JobStatus, Template  # noqa: E402
 
 

@@ -6,8 +6,8 @@ import logging
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from . import audit
-from .models import Job, JobStatus
+from jobs import audit
+from jobs.models import Job, JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def cancel_job(job: Job, actor=None, request=None) -> bool:
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
     job.cancel_requested = True
     if job.move(JobStatus.QUEUED, JobStatus.CANCELLED, finished_at=timezone.now(), error=_("Cancelled before it was submitted.")):
-        from .live import publish_job
+        from jobs.live.protocol import publish_job
 
         audit.record(actor, "job.cancel", target=job, details={"status_before": JobStatus.QUEUED.value}, request=request)
         publish_job(job)
@@ -33,7 +33,7 @@ def cancel_job(job: Job, actor=None, request=None) -> bool:
     status_before = job.status
     import django_rq
 
-    from .submit import cancel_on_cluster
+    from jobs.submit import cancel_on_cluster
 
     django_rq.get_queue("default").enqueue(cancel_on_cluster, str(job.id), job_timeout=120)
     audit.record(actor, "job.cancel", target=job,

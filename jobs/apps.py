@@ -7,6 +7,6 @@ class JobsConfig(AppConfig):
     verbose_name = _("Face fusion jobs")
 
     def ready(self) -> None:
-        from . import checks, signals  # noqa: F401 - importing checks registers them
+        from jobs import checks, signals  # noqa: F401 - importing checks registers them
 
         signals.connect()

@@ -42,7 +42,7 @@ def record(actor, action: str, target: Any = None, details: dict | None = None, 
     request: where the client's IP address is read from, when there is one.
     """
     try:
-        from .models import AuditEntry
+        from jobs.models import AuditEntry
 
         user = actor if getattr(actor, "is_authenticated", False) else None
         name = user.get_username() if user is not None else ""

@@ -7,7 +7,7 @@ from django.utils.translation import gettext as _
 
 from cluster import ClusterError, PathNotAllowed, get_runner, resolve_remote_in_roots
 
-from .models import ClusterProfile, Template
+from jobs.models import ClusterProfile, Template
 
 
 class BrowseError(Exception):

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils.translation import gettext_lazy as _
 
-from . import audit
+from jobs import audit
 
 log = logging.getLogger(__name__)
 

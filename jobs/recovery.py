@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from .models import Job, JobStatus
+from jobs.models import Job, JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ ALIVE = {"queued", "started", "scheduled", "deferred"}
 
 
 def rq_job_id(job) -> str:
-    from .start import submission_rq_id
+    from jobs.start import submission_rq_id
 
     return submission_rq_id(job)  # `-a<N>` for a retry's attempt N
 
@@ -50,7 +50,7 @@ def requeue_orphans(now=None, grace: timedelta = GRACE) -> list[str]:
     import django_rq
     from redis.exceptions import RedisError
 
-    from .start import enqueue_submission
+    from jobs.start import enqueue_submission
 
     now = now or timezone.now()
     candidates = list(Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.SUBMITTING), slurm_job_id="",

@@ -20,8 +20,8 @@ from django.utils.text import slugify
 
 from cluster import PathNotAllowed, check_in_roots, map_path
 
-from .models import Job, Target
-from .uploads import safe_name
+from jobs.models import Job, Target
+from jobs.uploads import safe_name
 
 #: bytes read from an output per zip write: large enough to be fast, small enough to stream
 ZIP_CHUNK_BYTES = 1024 * 1024

@@ -31,8 +31,8 @@ from django.utils.translation import gettext as _
 from cluster.sbatch import compress_ranges
 from cluster.states import is_terminal
 
-from . import audit
-from .models import Job, JobStatus, Target, TargetStatus, Task
+from jobs import audit
+from jobs.models import Job, JobStatus, Target, TargetStatus, Task
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +141,8 @@ def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: 
         audit.record(actor if not auto else None, "job.retry", target=job, request=request, details={
             "attempt": new_attempt, "array": history[-1]["array"], "targets": len(targets), "mem": new_mem,
             "auto": auto, "why": why})
-        from .live import publish_job
-        from .start import enqueue_submission
+        from jobs.live.protocol import publish_job
+        from jobs.start import enqueue_submission
 
         transaction.on_commit(lambda: (enqueue_submission(job), publish_job(job)))
     log.info("job %s: attempt %s over tasks %s (%s targets, mem %s, %s)", job.id, new_attempt,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 
-from . import audit
+from jobs import audit
 
 
 def on_login(sender, request, user, **kwargs) -> None:

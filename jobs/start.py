@@ -23,9 +23,9 @@ from django.utils.translation import gettext as _
 from cluster import PathNotAllowed, check_in_roots
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
 
-from . import audit
-from .models import Job, Source, Target, Template
-from .uploads import UploadRejected, check_upload, safe_name
+from jobs import audit
+from jobs.models import Job, Source, Target, Template
+from jobs.uploads import UploadRejected, check_upload, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
               callback_url: str = "", request=None) -> Job:
     """Create a queued job (and enqueue its submission on commit), or raise StartError (a
     QuotaExceeded when a quota refuses it). `request`, when given, only feeds the audit log."""
-    from .quotas import check_quota  # jobs.quotas imports StartError from here
+    from jobs.quotas import check_quota  # jobs.quotas imports StartError from here
 
     target_files = target_files or []
     if template is None or not Template.objects.usable_by(user).filter(pk=template.pk).exists():
@@ -113,7 +113,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
 def enqueue_submission(job: Job) -> None:
     import django_rq
 
-    from .submit import SUBMIT_RETRY, submit_job
+    from jobs.submit import SUBMIT_RETRY, submit_job
 
     # job_id makes a double enqueue of the same Start (or retry attempt) collapse into one RQ job.
     django_rq.get_queue("default").enqueue(submit_job, str(job.id), job_id=submission_rq_id(job), retry=SUBMIT_RETRY,

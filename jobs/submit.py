@@ -22,10 +22,10 @@ from cluster.sbatch import SbatchSpec, render_script
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 
-from .live import publish_job
-from .models import Job, JobStatus, Target, TargetStatus, Task
-from .quotas import QuotaExceeded, check_folder_targets
-from .start import is_media_name, unique_name
+from jobs.live.protocol import publish_job
+from jobs.models import Job, JobStatus, Target, TargetStatus, Task
+from jobs.quotas import QuotaExceeded, check_folder_targets
+from jobs.start import is_media_name, unique_name
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def stage_retry(runner, job: Job) -> str:
 
 def sbatch_spec(job: Job, manifest_path: str, n_tasks: int | None = None, indexes: list[int] | None = None) -> SbatchSpec:
     """The batch script's spec: the whole array (`n_tasks`), or a retry's `indexes` (`--array=3,17,42`)."""
-    from .retry import current_mem
+    from jobs.retry import current_mem
 
     profile, snap = job.cluster, job.template_snapshot
     root = profile.job_dir(job.id)

@@ -1,4 +1,4 @@
-"""ASGI entry: HTTP through Django, WebSockets through Channels (live status, jobs/consumers.py)."""
+"""ASGI entry: HTTP through Django, WebSockets through Channels (live status, jobs/live/consumers.py)."""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -11,7 +11,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from jobs.routing import websocket_urlpatterns  # noqa: E402
+from jobs.live.routing import websocket_urlpatterns  # noqa: E402
 
 http_app = django_asgi_app
 if settings.SERVE_STATIC:

@@ -87,7 +87,13 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
-            ]
+            ],
+            # The jobs app keeps its tags with its pages (jobs/web/), not in jobs/templatetags.
+            "libraries": {
+                "live": "jobs.web.templatetags.live",
+                "portal": "jobs.web.templatetags.portal",
+                "quota": "jobs.web.templatetags.quota",
+            },
         },
     }
 ]
@@ -134,7 +140,7 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "var" / "static"))
 #: serve /static/ from the ASGI app itself (single-machine setups without nginx in front)
 SERVE_STATIC = envbool("SERVE_STATIC", "true")
 # Uploads and fetched outputs. Never served as public static files: every file goes through a
-# view that checks ownership (see jobs/views).
+# view that checks ownership (see jobs/web/views).
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", BASE_DIR / "var" / "media"))
 MEDIA_URL = "/media-not-served/"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # bigger uploads stream to a temp file, never whole into RAM

@@ -3,6 +3,6 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/v1/", include("jobs.urls_api")),
-    path("", include("jobs.urls_pages")),
+    path("api/v1/", include("jobs.api.urls")),
+    path("", include("jobs.web.urls")),
 ]

@@ -1,6 +1,6 @@
 // Live job pages. The server renders the whole page; this script keeps it current from the
 // WebSocket /ws/jobs/<id>/ (a job's page) or /ws/jobs/ (the job list), whose protocol is written
-// down in jobs/live.py: a `snapshot` first, then `job`, `task`, `output` and `cluster` events, each
+// down in jobs/live/protocol.py: a `snapshot` first, then `job`, `task`, `output` and `cluster` events, each
 // carrying whole current values. The script only ever shows what a message says (the database's
 // state); it never guesses ahead. When the WebSocket cannot connect three times in a row it polls
 // live.json (the same snapshot over HTTP) and keeps trying the WebSocket now and then.
@@ -11,7 +11,7 @@
   var RETRY_FIRST_MS = 1000, RETRY_MAX_MS = 15000; // reconnect backoff: 1 s doubling to 15 s
   var FAILS_BEFORE_POLLING = 3;
   var POLL_MS = 4000, WS_RETRY_WHILE_POLLING_MS = 30000, CONNECT_TIMEOUT_MS = 10000;
-  // the consumers' refusals (jobs/consumers.py): logged out, or no such job for this user
+  // the consumers' refusals (jobs/live/consumers.py): logged out, or no such job for this user
   var CLOSE_UNAUTHENTICATED = 4401, CLOSE_NOT_FOUND = 4404;
 
   var jobRoot = document.getElementById("job-live");
@@ -324,7 +324,7 @@
   JobPage.prototype.renderJob = function (job) {
     var final = isFinal(job.status), active = !final;
     this.status = job.status;
-    this.jobUrl = job.url; // the job's page; its results zip is <url>/results.zip (jobs/urls_pages.py)
+    this.jobUrl = job.url; // the job's page; its results zip is <url>/results.zip (jobs/web/urls.py)
     this.root.setAttribute("data-status", job.status);
     var badge = document.getElementById("job-status");
     if (badge) setBadge(badge, job);

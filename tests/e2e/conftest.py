@@ -76,7 +76,7 @@ def run_rq(queue) -> None:
 
 
 def watch_until(job: Job, statuses, timeout: float = 180, on_cycle=None) -> Job:
-    from jobs.watcher import poll_profile
+    from jobs.watcher.poll import poll_profile
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -9,7 +9,7 @@ How the pieces meet:
 - The browser logs in with a session made here (`Client.force_login`) and opens the job page while
   the job is still queued, BEFORE anything runs.
 - The submission runs in this process (an RQ SimpleWorker, as in test_end_to_end), then
-  `jobs.watcher.poll_profile` runs in a background thread; its events go through channels_redis
+  `jobs.watcher.poll.poll_profile` runs in a background thread; its events go through channels_redis
   to daphne's consumers and from there over the WebSocket to the page.
 - The page records every change it makes (an init script with a MutationObserver), and the test
   counts navigations, so "it changed without a reload" is measured, not assumed.
@@ -178,7 +178,7 @@ class WatcherThread(threading.Thread):
     def run(self) -> None:
         from django.db import connection as thread_connection
 
-        from jobs.watcher import poll_profile
+        from jobs.watcher.poll import poll_profile
 
         try:
             _thread_worker_class()([self.queue], connection=self.queue.connection).work(burst=True)

@@ -92,7 +92,7 @@ def test_sshd_down_during_start_waits_visibly_then_submits_once(api, local, fold
     # The watcher during a second outage: records unreachable_since, changes no job.
     before = (job.status, job.done, list(job.tasks.values_list("state", flat=True)))
     with faults.outage(faults.stop_sshd):
-        from jobs.watcher import poll_profile
+        from jobs.watcher.poll import poll_profile
         result = poll_profile(local)
         assert result.error
         local.refresh_from_db()
@@ -140,7 +140,7 @@ def test_slurmctld_restarted_while_a_job_runs(api, local, folder, redis_queue):
     first = job.slurm_job_id
     t0 = time.monotonic()
     with faults.outage(faults.stop_slurmctld):
-        from jobs.watcher import poll_profile
+        from jobs.watcher.poll import poll_profile
         poll_profile(local)  # squeue fails, sacct (slurmdbd) still answers: nothing wrong is recorded
         job.refresh_from_db()
         assert job.status not in {JobStatus.LOST, JobStatus.FAILED}

@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 
 from cluster import slurm
-from jobs import watcher
-from jobs.accounting import charge_job, gpu_hours_this_month, last_months, month_of, usage_by
+from jobs.watcher import poll as watcher
+from jobs.usage.accounting import charge_job, gpu_hours_this_month, last_months, month_of, usage_by
 from jobs.models import Job, JobStatus, Task, UsageRecord
 
 from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record  # noqa: F401 - fixture

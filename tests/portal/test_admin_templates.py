@@ -13,7 +13,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from cluster import parse_scontrol_partitions, parse_sinfo
-from jobs.admin import preview_script
+from jobs.admin.templates import preview_script
 from jobs.cluster_survey import ClusterSurvey
 from jobs.models import ClusterProfile, Job, Template
 
@@ -34,7 +34,7 @@ def real_survey(monkeypatch):
     """The cluster as the local one answered: partitions gpu and cpu on node vm with 2 h200 GPUs."""
     found = ClusterSurvey(nodes=parse_sinfo((SAMPLES / "sinfo.json").read_text()),
                           partitions=parse_scontrol_partitions((SAMPLES / "scontrol_partitions.txt").read_text()))
-    monkeypatch.setattr("jobs.admin.survey_profile", lambda profile, fresh=False: found)
+    monkeypatch.setattr("jobs.admin.templates.survey_profile", lambda profile, fresh=False: found)
     return found
 
 
@@ -133,7 +133,7 @@ def test_it_saves_with_a_warning_when_the_check_itself_breaks(admin_client, temp
     def broken(profile, fresh=False):
         raise RuntimeError("paramiko had a bad day")
 
-    monkeypatch.setattr("jobs.admin.survey_profile", broken)
+    monkeypatch.setattr("jobs.admin.templates.survey_profile", broken)
     r = save(admin_client, template, time_limit="00:20:00")
     assert r.status_code == 302
     (message,) = [str(m) for m in get_messages(r.wsgi_request) if m.level_tag == "warning"]

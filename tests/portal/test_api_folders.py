@@ -28,7 +28,7 @@ def fake_browse(monkeypatch):
         return fake_browse_answer[0]
 
     fake_browse_answer = [LISTING]
-    monkeypatch.setattr("jobs.api.browse", browse)
+    monkeypatch.setattr("jobs.api.views.browse", browse)
     return calls, fake_browse_answer
 
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus, Target, Task
-from jobs.serializers import job_detail, with_details
+from jobs.api.shapes import job_detail, with_details
 
 from .api_helpers import DETAIL_KEYS, SUMMARY_KEYS, make_job, session_client, token_client
 

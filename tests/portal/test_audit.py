@@ -261,7 +261,7 @@ def test_it_never_puts_a_new_profiles_key_in_the_log(admin_client, profile):
 def test_it_audits_quota_changes_in_the_admin(admin_client, staff, owner):
     from django.contrib import admin as django_admin
 
-    from jobs.admin import AuditedAdmin
+    from jobs.admin.base import AuditedAdmin
     from jobs.models import Quota
 
     model_admin = django_admin.site._registry.get(Quota)

@@ -1,9 +1,9 @@
-"""Live status over WebSockets (jobs/consumers.py), through the real ASGI `application`.
+"""Live status over WebSockets (jobs/live/consumers.py), through the real ASGI `application`.
 
 Every socket goes through the whole stack: the origin validator, the session auth middleware
 (a real session cookie from `Client.force_login`), the URL router, the consumer, and the real
 channels_redis layer on REDIS_URL. Events are sent the way the watcher sends them: a
-`jobs.live.Publisher` flushed from sync code.
+`jobs.live.protocol.Publisher` flushed from sync code.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
-from jobs.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from jobs.live import Publisher, job_group
+from jobs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from jobs.live.protocol import Publisher, job_group
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
 from portal.asgi import application
 

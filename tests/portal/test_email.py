@@ -20,10 +20,10 @@ from aiosmtpd.controller import Controller
 from django.core.exceptions import ImproperlyConfigured
 from rq import Queue, SimpleWorker
 
-from jobs import watcher
-from jobs.accounting import month_of
+from jobs.watcher import poll as watcher
+from jobs.usage.accounting import month_of
 from jobs.models import EmailNotice, Job, JobStatus, NoticeStatus, NotificationPreference, Quota, UsageRecord
-from jobs.notifications import job_subject, notify_job_finished, notify_quota
+from jobs.usage.notifications import job_subject, notify_job_finished, notify_quota
 
 from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record  # noqa: F401 - fixture
 

@@ -1,4 +1,4 @@
-"""`jobs.live.Publisher.flush()` as the watcher calls it: from plain sync code, every cycle, forever.
+"""`jobs.live.protocol.Publisher.flush()` as the watcher calls it: from plain sync code, every cycle, forever.
 
 Each flush runs `async_to_sync`, i.e. a fresh event loop; channels_redis keeps one connection pool
 per loop. These tests prove the pools die with their loops (no Redis connection, thread or file
@@ -23,7 +23,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from jobs.live import Publisher, user_group
+from jobs.live.protocol import Publisher, user_group
 
 from .api_helpers import make_job
 
@@ -129,11 +129,11 @@ def test_it_logs_and_carries_on_when_redis_is_unreachable(unreachable_redis, job
         pub = Publisher()
         pub.job(job)
         started = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="jobs.live"):
+        with caplog.at_level(logging.WARNING, logger="jobs.live.protocol"):
             assert pub.flush() == 0
         assert time.monotonic() - started < 5  # connection refused fails fast: the cycle goes on
         assert pub.messages == []  # dropped: the next snapshot repairs the pages
-    warnings = [r.getMessage() for r in caplog.records if r.name == "jobs.live" and r.levelno == logging.WARNING]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "jobs.live.protocol" and r.levelno == logging.WARNING]
     assert len(warnings) == 3
     assert "live events not sent" in warnings[0] and "resync from the database" in warnings[0]
 
@@ -144,7 +144,7 @@ def test_it_leaves_no_thread_behind_when_redis_is_unreachable(unreachable_redis,
     # frees it. Churn, not a leak: no thread outlives a collection. (The logger is replaced because
     # pytest's log capture keeps each record, and with it the exception and the thread.)
     said = []
-    monkeypatch.setattr("jobs.live.log", SimpleNamespace(warning=lambda msg, *args: said.append(msg % args)))
+    monkeypatch.setattr("jobs.live.protocol.log", SimpleNamespace(warning=lambda msg, *args: said.append(msg % args)))
     threads = threading.active_count()
     for _ in range(10):
         pub = Publisher()

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 import jobs.browse
 from jobs.browse import BrowseError
-from jobs.views.folders import breadcrumbs
+from jobs.web.views.folders import breadcrumbs
 
 LISTING = {"path": "/srv/ffportal/storage/shoot-01", "entries": [
     {"name": "day 2", "path": "/srv/ffportal/storage/shoot-01/day 2", "type": "dir", "size": None},

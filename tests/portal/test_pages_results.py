@@ -11,7 +11,7 @@ from PIL import Image
 
 from jobs.models import Job, JobStatus, Target, TargetStatus
 from jobs.results import iter_zip, stream_results_zip
-from jobs.thumbnails import make_thumbnail
+from jobs.watcher.outputs import make_thumbnail
 
 WHO_SEES = [("owner", 200), ("colleague", 404), ("stranger", 404), ("staff", 200)]
 FILE_URLS = ["job-output", "job-thumb", "job-input"]

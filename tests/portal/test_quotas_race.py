@@ -17,7 +17,7 @@ import threading
 import pytest
 from django.db import connection
 
-from jobs import quotas
+from jobs.quotas import limits as quotas  # where the counters are called from
 from jobs.models import Job, Quota, Template
 from jobs.quotas import QuotaExceeded
 from jobs.start import start_job

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from cluster import CommandResult
 from cluster.sbatch import render_script
-from jobs import submit, watcher
+from jobs import submit
+from jobs.watcher import poll as watcher
 from jobs.models import AuditEntry, Job, JobStatus, Target, TargetStatus, Task
 from jobs.retry import more_memory, retry_failed, retryable_targets
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.accounting import last_months, month_of
+from jobs.usage.accounting import last_months, month_of
 from jobs.models import Job, JobStatus, NotificationPreference, Quota, UsageRecord
 
 

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from cluster import ClusterUnreachable, CommandResult
-from jobs import watcher
+from jobs.watcher import poll as watcher
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
 
 SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples"

@@ -1,6 +1,6 @@
 """`manage.py watch_cluster`: the long-running loop that follows every active job on the clusters.
 
-One cycle polls each active cluster profile in one SSH round trip (see jobs/watcher.py). Stateless:
+One cycle polls each active cluster profile in one SSH round trip (see jobs/watcher/). Stateless:
 restart it any time; it resumes from the Slurm ids stored in the database. When a cluster cannot
 be reached it backs off (up to a minute) and records `unreachable_since` for the pages to show.
 """
@@ -13,9 +13,9 @@ from django.core.management.base import BaseCommand
 
 from jobs.models import ClusterProfile
 from jobs.recovery import requeue_orphans
-from jobs.watcher import poll_profile
+from jobs.watcher.poll import poll_profile
 
-log = logging.getLogger("jobs.watcher")
+log = logging.getLogger("jobs.watcher.poll")
 
 
 class Command(BaseCommand):

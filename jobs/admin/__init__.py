@@ -1,0 +1,7 @@
+"""The Django admin, by word: cluster profiles, templates, jobs and tokens, quotas, usage, the audit log.
+
+Changes to templates, cluster profiles and quotas are audited (`base.AuditedAdmin`); the audit log
+itself is read-only for everyone, superusers included. Importing this package registers every
+ModelAdmin (Django's admin autodiscovery imports `jobs.admin`).
+"""
+from jobs.admin import audit, jobs, profiles, quotas, templates, usage  # noqa: F401 - they register themselves

@@ -1,0 +1,17 @@
+"""Routes of the JSON API, mounted at /api/v1/ (DESIGN.md: a stable contract; see docs/api.md)."""
+from django.urls import path, re_path
+
+from jobs.api import views as api
+
+urlpatterns = [
+    path("jobs", api.jobs, name="api-jobs"),
+    path("jobs/<uuid:job_id>", api.job, name="api-job"),
+    path("jobs/<uuid:job_id>/cancel", api.job_cancel, name="api-job-cancel"),
+    path("jobs/<uuid:job_id>/retry", api.job_retry, name="api-job-retry"),
+    path("jobs/<uuid:job_id>/results.zip", api.job_results, name="api-job-results"),
+    path("jobs/<uuid:job_id>/outputs/<int:index>", api.job_output, name="api-job-output"),
+    path("templates", api.templates, name="api-templates"),
+    path("folders", api.folders, name="api-folders"),
+    # Last: unknown paths and malformed job ids answer JSON 404, not the site's HTML page.
+    re_path(r"^.*$", api.not_found),
+]

@@ -1,0 +1,220 @@
+"""The JSON API `/api/v1/` (DESIGN.md, "Interfaces other programs depend on": keep it stable).
+
+Thin views: the rules live in `start.start_job`, `actions.cancel_job` and `browse.browse`, shared
+with the pages. Every job is looked up through `Job.objects.visible_to(user)`; a job the caller
+may not see is 404, exactly like one that does not exist, so ids leak nothing.
+"""
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from django.http import JsonResponse
+from django.utils.translation import gettext as _
+
+from jobs.api import shapes as serializers
+from jobs.actions import cancel_job
+from jobs.api.auth import api_view, error
+from jobs.browse import BrowseError, browse
+from jobs.models import ClusterProfile, Job, JobStatus, Template
+from jobs.start import StartError, start_job
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+TRUE_WORDS = ("true", "1", "yes", "on")
+_callback_url = URLValidator(schemes=["http", "https"])
+
+
+def _job_for(request, job_id, details: bool = False) -> Job | None:
+    """The job if the caller may see it (staff: any), else None: the API's only way to a job."""
+    visible = Job.objects.visible_to(request.user)
+    if details:
+        visible = serializers.with_details(visible)
+    return visible.filter(pk=job_id).first()
+
+
+def _no_job() -> JsonResponse:
+    return error(_("No such job."), 404)
+
+
+@api_view("GET", "POST")
+def jobs(request):
+    """GET: the caller's jobs (staff: everyone's), newest first. POST: start a job."""
+    if request.method == "POST":
+        return _create_job(request)
+    return _list_jobs(request)
+
+
+def _create_job(request) -> JsonResponse:
+    data = request.POST
+    callback_url = data.get("callback_url", "").strip()
+    if callback_url:
+        try:
+            _callback_url(callback_url)
+        except ValidationError:
+            return error(_("Give the callback as a full http:// or https:// URL."), 400, "callback_url")
+        if len(callback_url) > Job._meta.get_field("callback_url").max_length:
+            return error(_("The callback URL is too long."), 400, "callback_url")
+    slug = data.get("template", "").strip()
+    template = Template.objects.select_related("cluster").filter(slug=slug).first() if slug else None
+    try:
+        job = start_job(
+            user=request.user, template=template, sources=request.FILES.getlist("source"),
+            target_folder=data.get("target_folder", "").strip(), target_files=request.FILES.getlist("targets"),
+            consent=data.get("consent", "").strip().lower() in TRUE_WORDS, name=data.get("name", ""),
+            callback_url=callback_url, request=request,
+        )
+    except StartError as exc:
+        return error(exc.message, 400, exc.field)
+    body = serializers.job_created(job, request)
+    response = JsonResponse(body, status=201)
+    response["Location"] = body["url"]
+    return response
+
+
+def _list_jobs(request) -> JsonResponse:
+    """`{"count", "next", "previous", "results": [job summary ...]}`; `?status=a,b`, `?limit=`, `?offset=`."""
+    qs = Job.objects.visible_to(request.user).order_by("-created_at", "-pk")
+    status = request.GET.get("status", "").strip()
+    if status:
+        wanted = [s.strip() for s in status.split(",") if s.strip()]
+        unknown = [s for s in wanted if s not in JobStatus.values]
+        if unknown:
+            return error(_("Unknown status %(status)s; use one of: %(known)s.")
+                         % {"status": ", ".join(unknown), "known": ", ".join(JobStatus.values)}, 400, "status")
+        qs = qs.filter(status__in=wanted)
+    try:
+        limit = _whole_number(request, "limit", DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
+        offset = _whole_number(request, "offset", 0, low=0)
+    except _BadParameter as exc:
+        return error(exc.message, 400, exc.field)
+    count = qs.count()
+    page = list(qs[offset:offset + limit])
+    return JsonResponse({
+        "count": count,
+        "next": _page_url(request, offset + limit, limit) if offset + limit < count else None,
+        "previous": _page_url(request, max(offset - limit, 0), limit) if offset > 0 else None,
+        "results": [serializers.job_summary(job, request) for job in page],
+    })
+
+
+class _BadParameter(Exception):
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.message, self.field = message, field
+
+
+def _whole_number(request, name: str, default: int, low: int, high: int | None = None) -> int:
+    raw = request.GET.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        bounds = f"{low}..{high}" if high is not None else f">= {low}"
+        raise _BadParameter(_("%(name)s must be a whole number, %(bounds)s.") % {"name": name, "bounds": bounds}, name)
+    return value
+
+
+def _page_url(request, offset: int, limit: int) -> str:
+    query = request.GET.copy()
+    query["offset"], query["limit"] = str(offset), str(limit)
+    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+
+
+@api_view("GET")
+def job(request, job_id):
+    found = _job_for(request, job_id, details=True)
+    if found is None:
+        return _no_job()
+    return JsonResponse(serializers.job_detail(found, request))
+
+
+@api_view("POST")
+def job_cancel(request, job_id):
+    """200 with the job (queued: cancelled at once; on the cluster: cancel requested); 409 when final."""
+    found = _job_for(request, job_id, details=True)
+    if found is None:
+        return _no_job()
+    if not cancel_job(found, actor=request.user, request=request):
+        return error(_("This job is already %(status)s; there is nothing to cancel.")
+                     % {"status": found.get_status_display()}, 409)
+    return JsonResponse(serializers.job_detail(found, request))
+
+
+@api_view("POST")
+def job_retry(request, job_id):
+    """202 with the job: its failed targets are resubmitted as a new attempt (jobs.retry).
+    409 when nothing can be retried (still running, cancelled, or only own-reason failures)."""
+    from jobs.retry import retry_failed, retry_refusal
+
+    found = _job_for(request, job_id)
+    if found is None:
+        return _no_job()
+    if not retry_failed(found, actor=request.user, request=request):
+        return error(retry_refusal(found), 409)
+    found = _job_for(request, job_id, details=True)
+    return JsonResponse(serializers.job_detail(found, request), status=202)
+
+
+@api_view("GET")
+def job_results(request, job_id):
+    """The job's outputs as one zip, streamed (never built whole in memory or on disk)."""
+    found = _job_for(request, job_id)
+    if found is None:
+        return _no_job()
+    from jobs.results import stream_results_zip  # written with the pages; imported here to keep the API's import light
+    from jobs.web.views.files import record_download
+
+    response = stream_results_zip(found)
+    record_download(request, found, "zip", via="api")
+    return response
+
+
+@api_view("GET")
+def job_output(request, job_id, index):
+    """One output file, for token-authenticated clients (the page route needs a browser login)."""
+    found = _job_for(request, job_id)
+    target = found.targets.filter(index=index).first() if found is not None else None
+    if target is None:
+        return _no_job()
+    from jobs.results import output_path
+    from jobs.web.views.files import record_download, serve_file
+
+    path = output_path(target)
+    if path is None:
+        return error(_("This output is not ready yet."), 404)
+    response = serve_file(path, target.output_name, download=request.GET.get("download") == "1")
+    record_download(request, found, "output", target=target, via="api")  # API clients fetch to keep
+    return response
+
+
+@api_view("GET")
+def templates(request):
+    usable = Template.objects.usable_by(request.user).select_related("cluster")
+    return JsonResponse([serializers.template_card(t) for t in usable], safe=False)
+
+
+@api_view("GET")
+def folders(request):
+    """`?path=` (none: the allowed roots), optional `?cluster=<slug>` when templates use several clusters."""
+    profile = None
+    slug = request.GET.get("cluster", "").strip()
+    if slug:
+        profile = ClusterProfile.objects.filter(slug=slug).first()
+        if profile is None:
+            return error(_("No such cluster."), 404, "cluster")
+    try:
+        listing = browse(request.user, request.GET.get("path", "").strip(), profile=profile)
+    except BrowseError as exc:
+        field = "path" if exc.status in (400, 403) else "cluster" if profile and exc.status == 404 else None
+        return error(exc.message, exc.status, field)
+    return JsonResponse(listing)
+
+
+def not_found(request):
+    """Any other path under /api/v1/: a JSON 404 rather than the site's HTML page."""
+    return error(_("No such API endpoint: %(path)s. See %(docs)s.")
+                 % {"path": request.path, "docs": "docs/api.md"}, 404)
+

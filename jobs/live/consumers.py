@@ -1,0 +1,129 @@
+"""WebSocket consumers for live status: the job page and the user's job list.
+
+The messages and groups are defined once, in `jobs.live.protocol` (read its docstring for the protocol);
+these consumers only check who may listen, join a group, send a snapshot from the database and
+forward what the watcher publishes. ORM calls stay in `database_sync_to_async` helpers.
+
+Refusals are sent AFTER accepting, with an application close code, because a close before
+accept reaches the browser as a bare HTTP 403 / close code 1006 that looks like a network fault
+(and the page would keep reconnecting). A bad Origin is refused earlier, by the origin validator
+in `portal.asgi`, before any of this runs.
+"""
+from __future__ import annotations
+
+import json
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from jobs.live.protocol import job_group, job_snapshot, jobs_snapshot, user_group
+from jobs.models import Job
+
+#: not logged in: the page should send the user to the login page instead of reconnecting
+CLOSE_UNAUTHENTICATED = 4401
+#: no such job, or not one this user may see (the same code for both: never say which)
+CLOSE_NOT_FOUND = 4404
+
+
+class _LiveConsumer(AsyncJsonWebsocketConsumer):
+    """Shared behaviour: refuse with a code, leave the group on disconnect, `resync` on request."""
+
+    group: str | None = None
+
+    async def refuse(self, code: int) -> None:
+        await self.accept()
+        await self.close(code=code)
+
+    async def join(self, group: str) -> None:
+        self.group = group
+        await self.channel_layer.group_add(group, self.channel_name)
+
+    async def disconnect(self, code) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = None
+
+    async def _forward(self, event: dict) -> None:
+        # Publisher pre-encodes once per event; `message` alone still works (tests, other senders).
+        if event.get("text"):
+            await self.send(text_data=event["text"])
+        else:
+            await self.send_json(event["message"])
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        # A client message is only ever a request for a fresh snapshot (after a tab wakes up, say);
+        # anything else, malformed JSON and binary frames included, is ignored rather than fatal.
+        try:
+            content = json.loads(text_data) if text_data else None
+        except ValueError:
+            return
+        if isinstance(content, dict) and content.get("type") == "resync":
+            await self.send_snapshot()
+
+    async def send_snapshot(self) -> None:
+        raise NotImplementedError
+
+
+class JobConsumer(_LiveConsumer):
+    """`/ws/jobs/<uuid>/`: one job's page. A `snapshot`, then `job`, `task`, `output`, `cluster` events."""
+
+    async def connect(self) -> None:
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            return await self.refuse(CLOSE_UNAUTHENTICATED)
+        self.job_id = self.scope["url_route"]["kwargs"]["job_id"]
+        snapshot = await _visible_job_snapshot(user, self.job_id)
+        if snapshot is None:
+            return await self.refuse(CLOSE_NOT_FOUND)
+        # Join before the snapshot is read: an event published in between is delivered after the
+        # snapshot, and events carry whole values, so the page never ends older than the database.
+        await self.join(job_group(self.job_id))
+        await self.accept()
+        await self.send_snapshot()
+
+    async def send_snapshot(self) -> None:
+        snapshot = await _visible_job_snapshot(self.scope["user"], self.job_id)
+        if snapshot is None:  # deleted, or no longer visible, since the connection opened
+            await self.disconnect(CLOSE_NOT_FOUND)
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        await self.send_json(snapshot)
+
+    async def live_event(self, event: dict) -> None:
+        await self._forward(event)
+
+
+class JobListConsumer(_LiveConsumer):
+    """`/ws/jobs/`: the user's job list. A `snapshot` of visible jobs, then `job` events.
+
+    The feed is the group `user.<id>`, which carries the user's OWN jobs only. Staff get the same:
+    their snapshot lists every visible job (as the list page does), but live updates arrive only
+    for their own jobs; other rows refresh on `resync` or reload.
+    """
+
+    async def connect(self) -> None:
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            return await self.refuse(CLOSE_UNAUTHENTICATED)
+        await self.join(user_group(user.id))
+        await self.accept()
+        await self.send_snapshot()
+
+    async def send_snapshot(self) -> None:
+        await self.send_json(await _jobs_snapshot(self.scope["user"]))
+
+    async def live_event(self, event: dict) -> None:
+        if event["message"].get("type") == "job":
+            await self._forward(event)
+
+
+@database_sync_to_async
+def _visible_job_snapshot(user, job_id) -> dict | None:
+    """The job page's snapshot, or None when the job does not exist or the user may not see it."""
+    job = Job.objects.visible_to(user).filter(pk=job_id).first()
+    return job_snapshot(job) if job is not None else None
+
+
+@database_sync_to_async
+def _jobs_snapshot(user) -> dict:
+    return jobs_snapshot(user)

@@ -1,0 +1,89 @@
+"""The quota check at Start (and after a folder was listed), under a lock: see jobs.quotas."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from jobs.models import Template
+from jobs.quotas.estimate import _chunk_size, estimate_gpu_hours
+from jobs.quotas.limits import applicable_quotas, effective_limits, gpu_budgets, job_budgets, resets_on
+from jobs.quotas.messages import MB, QuotaExceeded, _count, _gpu_message, _jobs_message, format_mb
+
+
+# --- the check at Start ----------------------------------------------------------------------
+
+def lock_quota_subjects(user) -> None:
+    """Lock the rows a Start's quota check counts on (PostgreSQL: SELECT ... FOR UPDATE; SQLite:
+    a no-op, the IMMEDIATE transaction already holds the write lock). Must run in a transaction."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("lock_quota_subjects() must run inside transaction.atomic()")
+    group_ids = list(user.groups.filter(quota__isnull=False).order_by("pk").values_list("pk", flat=True))
+    list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
+    if group_ids:
+        list(Group.objects.select_for_update().filter(pk__in=group_ids).order_by("pk").values_list("pk", flat=True))
+
+
+def check_quota(user, template: Template, n_targets: int | None,
+                upload_sizes: Iterable[tuple] = (), now: datetime | None = None) -> None:
+    """Raise QuotaExceeded when this Start would go past a quota of `user`.
+
+    n_targets: targets of the job; None for a folder (counted later: see check_folder_targets).
+    upload_sizes: (file name, size in bytes[, form field]) of every uploaded file.
+
+    Call it INSIDE the transaction that then creates the job, BEFORE the job row: it locks the
+    user's (and their groups') rows first, so a concurrent Start waits and then counts this job.
+    """
+    lock_quota_subjects(user)
+    quotas = applicable_quotas(user)
+    if not quotas:
+        return
+    limits = effective_limits(user, quotas)
+
+    upload = limits.max_upload_mb
+    if upload.is_set:
+        for name, size, *field in upload_sizes:
+            if size > upload.value * MB:
+                raise QuotaExceeded(
+                    _("%(name)s is %(size)s MB; your limit is %(limit)s MB per file (%(source)s). "
+                      "Make it smaller or ask an admin.")
+                    % {"name": name, "size": format_mb(size), "limit": _count(upload.value), "source": upload.source},
+                    field[0] if field else "targets")
+
+    targets = limits.max_targets_per_job
+    if n_targets is not None and targets.is_set and n_targets > targets.value:
+        raise QuotaExceeded(
+            ngettext("This job has %(count)s image or video; your limit is %(limit)s per job (%(source)s). "
+                     "Split them into several jobs or ask an admin.",
+                     "This job has %(count)s images and videos; your limit is %(limit)s per job (%(source)s). "
+                     "Split them into several jobs or ask an admin.", n_targets)
+            % {"count": _count(n_targets), "limit": _count(targets.value), "source": targets.source}, "targets")
+
+    for b in job_budgets(user, quotas):
+        if b.used + 1 > b.limit:
+            raise QuotaExceeded(_jobs_message(b), None)
+
+    need = estimate_gpu_hours(template, n_targets if n_targets is not None else _chunk_size(template))
+    if need > 0:
+        for b in gpu_budgets(user, now, quotas):
+            if b.used + need > b.limit:
+                raise QuotaExceeded(_gpu_message(b, need, resets_on(now)), None)
+
+
+def check_folder_targets(user, n_targets: int) -> None:
+    """After a folder was listed (jobs.submit): raise QuotaExceeded when it holds more targets
+    than the user's targets-per-job limit allows. No lock needed: this limit counts one job only."""
+    targets = effective_limits(user).max_targets_per_job
+    if targets.is_set and n_targets > targets.value:
+        raise QuotaExceeded(
+            ngettext("The folder has %(count)s image or video; your limit is %(limit)s per job (%(source)s). "
+                     "Split the folder or ask an admin.",
+                     "The folder has %(count)s images and videos; your limit is %(limit)s per job (%(source)s). "
+                     "Split the folder or ask an admin.", n_targets)
+            % {"count": _count(n_targets), "limit": _count(targets.value), "source": targets.source},
+            "target_folder")

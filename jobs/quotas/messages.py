@@ -1,0 +1,66 @@
+"""What a quota refusal says, and numbers (GPU-hours, MB) in words."""
+from __future__ import annotations
+
+from datetime import date
+from typing import TYPE_CHECKING
+
+from django.utils import formats
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from jobs.start import StartError
+
+if TYPE_CHECKING:
+    from jobs.quotas.limits import Budget
+
+MB = 1024 * 1024
+
+
+class QuotaExceeded(StartError):
+    """A Start refused by a quota. `message` says which limit, how much is used and left, and when
+    it resets; `field` names the form field to show it next to (None: the whole form)."""
+
+
+def _jobs_message(b: Budget) -> str:
+    used, limit = int(b.used), int(b.limit)
+    args = {"count": _count(used), "limit": _count(limit), "source": b.source}
+    if b.is_group:
+        return ngettext("Your group already has %(count)s job waiting or running; its limit is %(limit)s at a time "
+                        "(%(source)s). Wait for one to finish, or cancel one.",
+                        "Your group already has %(count)s jobs waiting or running; its limit is %(limit)s at a time "
+                        "(%(source)s). Wait for one to finish, or cancel one.", used) % args
+    return ngettext("You already have %(count)s job waiting or running; your limit is %(limit)s at a time "
+                    "(%(source)s). Wait for one to finish, or cancel one.",
+                    "You already have %(count)s jobs waiting or running; your limit is %(limit)s at a time "
+                    "(%(source)s). Wait for one to finish, or cancel one.", used) % args
+
+
+def _gpu_message(b: Budget, need: float, reset: date) -> str:
+    args = {"used": format_hours(b.used), "limit": format_hours(b.limit), "left": format_hours(b.left),
+            "need": format_hours(need), "source": b.source, "reset": formats.date_format(reset, "j F")}
+    if b.is_group:
+        return _("Your group has used %(used)s of its %(limit)s GPU-hours this month (%(source)s), %(left)s left; "
+                 "this job needs about %(need)s. The limit resets on %(reset)s.") % args
+    return _("You have used %(used)s of your %(limit)s GPU-hours this month (%(source)s), %(left)s left; "
+             "this job needs about %(need)s. The limit resets on %(reset)s.") % args
+
+
+# --- numbers in words ------------------------------------------------------------------------
+
+def format_hours(hours: float) -> str:
+    """GPU-hours for people: 10, 9.5, 0.25 (two decimals only below 0.1), localised."""
+    hours = float(hours)
+    digits = 1 if hours >= 0.095 or hours == 0 else 2
+    text = formats.number_format(round(hours, digits), digits, force_grouping=True)
+    sep = formats.get_format("DECIMAL_SEPARATOR")
+    if sep in text:
+        text = text.rstrip("0").rstrip(sep)
+    return text
+
+
+def format_mb(size: int) -> str:
+    return format_hours(size / MB)  # same rounding: 120, 1.5, 0.05
+
+
+def _count(n) -> str:
+    return formats.number_format(int(n), 0, force_grouping=True)

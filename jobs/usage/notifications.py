@@ -1,0 +1,248 @@
+"""Email notifications: a job ended, and a user's monthly GPU-hours reached 80 % or 100 %.
+
+Flow: `jobs.watcher.poll.finish_job` decides a job's final state, charges its usage in the same
+transaction, and on commit calls `enqueue_after_finish(job)`, which puts two RQ tasks on the
+"default" queue: `notify_job_finished(job_id)` and `notify_quota(user_id)`. Email is sent there,
+on the RQ worker, never in a request or in the watcher's loop.
+
+Rules:
+- A job email goes to the owner's address when they have one and did not opt out
+  (`NotificationPreference.job_emails`). Completed, partially failed and failed jobs are
+  emailed; a cancelled one is not (its owner asked for it).
+- Quota emails go once per threshold per month (`EmailNotice.key`). When one job jumps past
+  both thresholds only the 100 % email goes; the 80 % one is recorded as skipped.
+- Every email decided is an `EmailNotice` row, claimed before the send (two workers cannot both
+  send it) and marked sent, failed (with the error) or skipped (opted out, no address).
+- A failing SMTP server never fails a job: the job's state was committed before any of this
+  runs, and a send error is caught, logged (never the SMTP password) and recorded on the notice.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import EmailMultiAlternatives
+from django.db import IntegrityError, transaction
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from jobs.usage.accounting import gpu_hours_this_month, month_of
+from jobs.models import EmailNotice, Job, JobStatus, NoticeKind, NoticeStatus, NotificationPreference, UsageRecord
+
+log = logging.getLogger(__name__)
+
+__all__ = ["QUOTA_THRESHOLDS", "enqueue_after_finish", "job_subject", "charged_gpu_quota", "notify_job_finished",
+           "notify_quota"]
+
+#: what starts every subject, so people can filter the portal's mail
+SUBJECT_TAG = "[FaceFusion Portal]"
+#: job states that send an email (a cancelled job does not: its owner asked for it)
+EMAILED_STATUSES = (JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED)
+#: percent of the monthly GPU-hour limit -> the notice sent when usage reaches it
+QUOTA_THRESHOLDS = ((100, NoticeKind.QUOTA_100), (80, NoticeKind.QUOTA_80))
+
+
+def enqueue_after_finish(job: Job) -> None:
+    """Queue the job's email and the owner's quota check. Called on commit of the job's end.
+
+    Never raises: with Redis down the email is lost (logged), the job is not.
+    """
+    try:
+        import django_rq
+
+        queue = django_rq.get_queue("default")
+        queue.enqueue(notify_job_finished, str(job.id), job_timeout=120, result_ttl=3600, failure_ttl=7 * 86400)
+        queue.enqueue(notify_quota, job.owner_id, job_timeout=120, result_ttl=3600, failure_ttl=7 * 86400)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("job %s: notification not queued: %s", job.id, exc)
+
+
+# ---- job ended --------------------------------------------------------------------------------
+
+def display_name(job: Job) -> str:
+    """The job's name on one line (a subject header cannot hold a line break), at most 80 characters."""
+    name = re.sub(r"\s+", " ", job.name).strip() or _("Untitled job %(id)s") % {"id": str(job.id)[:8]}
+    return name if len(name) <= 80 else name[:79] + "…"
+
+
+def job_subject(job: Job) -> str:
+    """E.g. `[FaceFusion Portal] Job “Holiday” partially failed — 3 of 40 images failed`."""
+    values = {"name": display_name(job), "done": job.done, "failed": job.failed, "total": job.total}
+    if job.status == JobStatus.COMPLETED:
+        text = _("Job “%(name)s” completed — %(done)s of %(total)s images") % values
+    elif job.status == JobStatus.PARTIALLY_FAILED:
+        text = _("Job “%(name)s” partially failed — %(failed)s of %(total)s images failed") % values
+    elif job.total:
+        text = _("Job “%(name)s” failed — %(failed)s of %(total)s images failed") % values
+    else:
+        text = _("Job “%(name)s” failed") % values
+    return f"{SUBJECT_TAG} {text}"
+
+
+def absolute_url(path: str) -> str:
+    return settings.SITE_URL + path
+
+
+def notify_job_finished(job_id: str) -> str:
+    """RQ task: email the owner that the job ended. Returns the notice's status ("" when none)."""
+    job = Job.objects.select_related("owner").filter(pk=job_id).first()
+    if job is None or job.status not in EMAILED_STATUSES:
+        return ""
+    user = job.owner
+    notice = _claim(f"job:{job.id}", kind=NoticeKind.JOB_FINISHED, user=user, job=job, to=user.email,
+                    subject=job_subject(job)[:300])
+    if notice is None:
+        return ""  # already sent (or being sent) by another worker
+    if not NotificationPreference.for_user(user).job_emails:
+        return _skip(notice, "opted out of job emails")
+    usage = UsageRecord.objects.filter(job=job).first()
+    context = {
+        "job": job, "name": display_name(job), "user_name": user.get_full_name() or user.get_username(),
+        "url": absolute_url(reverse("job-detail", args=[job.id])),
+        "settings_url": absolute_url(reverse("usage") + "#email"),
+        "template_name": job.template_snapshot.get("name", ""),
+        "gpu_hours": usage.gpu_hours if usage else None,
+    }
+    return _send(notice, "email/job_finished", context)
+
+
+# ---- quota thresholds -------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class GpuQuota:
+    """One monthly GPU-hour limit that binds a user, and the hours CHARGED against it this month."""
+
+    limit_hours: float
+    used_hours: float
+    source: str = ""  # "your own quota" / "group vfx"
+    is_group: bool = False
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.used_hours / self.limit_hours if self.limit_hours > 0 else 0.0
+
+    @property
+    def left_hours(self) -> float:
+        return max(self.limit_hours - self.used_hours, 0.0)
+
+
+def charged_gpu_quota(user, now: datetime | None = None) -> GpuQuota | None:
+    """Of the GPU-hour limits binding `user` (`jobs.quotas`: their own, their groups'), the one
+    closest to full, counting only hours CHARGED this month (ended jobs); None without a limit.
+
+    Charged, not charged + estimates (what Start checks): an email says what was really used.
+    A group's limit counts all its members' hours. A limit of 0 (no GPUs at all) sends nothing.
+    """
+    from jobs import quotas  # the quota feature; imported late, it imports jobs.start
+
+    best = None
+    for q in quotas.applicable_quotas(user):
+        if q.gpu_hours_per_month is None or q.gpu_hours_per_month <= 0:
+            continue
+        members = [user] if q.user_id else get_user_model().objects.filter(groups=q.group_id)
+        quota = GpuQuota(limit_hours=float(q.gpu_hours_per_month), used_hours=gpu_hours_this_month(members, now),
+                         source=quotas.source_of(q), is_group=q.group_id is not None)
+        if best is None or quota.percent > best.percent:
+            best = quota
+    return best
+
+
+def notify_quota(user_id: int, now: datetime | None = None) -> list[str]:
+    """RQ task: email the user when this month's GPU-hours reached 80 % or 100 % of the limit.
+
+    Once per threshold per user per month. Returns the kinds of notices this call decided (sent,
+    failed or skipped); [] when nothing new.
+    """
+    from jobs.quotas import resets_on
+
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None:
+        return []
+    quota = charged_gpu_quota(user, now=now)
+    if quota is None:
+        return []
+    period = month_of(now)
+    reached = [(pct, kind) for pct, kind in QUOTA_THRESHOLDS if quota.percent >= pct]
+    decided: list[str] = []
+    wants = NotificationPreference.for_user(user).quota_emails
+    for n, (pct, kind) in enumerate(reached):  # highest first
+        subject = _quota_subject(pct, quota)
+        notice = _claim(f"quota:{pct}:{period:%Y-%m}:{user.pk}", kind=kind, user=user, period=period, to=user.email,
+                        subject=subject[:300])
+        if notice is None:
+            continue
+        decided.append(kind)
+        if n > 0:
+            _skip(notice, f"passed straight to {reached[0][0]} %")
+        elif not wants:
+            _skip(notice, "opted out of quota emails")
+        else:
+            context = {"user_name": user.get_full_name() or user.get_username(), "quota": quota, "percent": pct,
+                       "month": period, "reset": resets_on(now),
+                       "usage_url": absolute_url(reverse("usage")),
+                       "settings_url": absolute_url(reverse("usage") + "#email")}
+            _send(notice, "email/quota", context)
+    return decided
+
+
+def _quota_subject(pct: int, quota: GpuQuota) -> str:
+    from jobs.quotas import format_hours
+
+    values = {"used": format_hours(quota.used_hours), "limit": format_hours(quota.limit_hours), "source": quota.source}
+    if quota.is_group:
+        text = (_("Your group has used all its GPU-hours this month (%(used)s of %(limit)s, %(source)s)") if pct >= 100
+                else _("Your group has used 80 %% of its GPU-hours this month (%(used)s of %(limit)s, %(source)s)"))
+    else:
+        text = (_("You have used all your GPU-hours this month (%(used)s of %(limit)s)") if pct >= 100
+                else _("You have used 80 %% of your GPU-hours this month (%(used)s of %(limit)s)"))
+    return f"{SUBJECT_TAG} {text % values}"
+
+
+# ---- sending ----------------------------------------------------------------------------------
+
+def _claim(key: str, **fields) -> EmailNotice | None:
+    """Insert the notice (this worker sends it), or take over one that failed before; else None."""
+    try:
+        with transaction.atomic():
+            return EmailNotice.objects.create(key=key, **fields)
+    except IntegrityError:
+        if EmailNotice.objects.filter(key=key, status=NoticeStatus.FAILED).update(status=NoticeStatus.SENDING, error=""):
+            return EmailNotice.objects.get(key=key)
+        return None
+
+
+def _skip(notice: EmailNotice, why: str) -> str:
+    EmailNotice.objects.filter(pk=notice.pk).update(status=NoticeStatus.SKIPPED, error=why)
+    return NoticeStatus.SKIPPED
+
+
+def _send(notice: EmailNotice, template: str, context: dict) -> str:
+    """Render `<template>.txt` and `.html`, send both as one multipart email, record the outcome."""
+    if not notice.to:
+        return _skip(notice, "the user has no email address")
+    message = EmailMultiAlternatives(subject=notice.subject, body=render_to_string(f"{template}.txt", context),
+                                     from_email=settings.DEFAULT_FROM_EMAIL, to=[notice.to],
+                                     headers={"Auto-Submitted": "auto-generated"})
+    message.attach_alternative(render_to_string(f"{template}.html", context), "text/html")
+    try:
+        message.send()
+    except Exception as exc:  # noqa: BLE001 - any SMTP or network error: record it, never raise
+        error = _without_secrets(f"{type(exc).__name__}: {exc}")
+        log.warning("email %s to %s not sent via %s:%s: %s", notice.key, notice.to, settings.EMAIL_HOST,
+                    settings.EMAIL_PORT, error)
+        EmailNotice.objects.filter(pk=notice.pk).update(status=NoticeStatus.FAILED, error=error[:2000])
+        return NoticeStatus.FAILED
+    EmailNotice.objects.filter(pk=notice.pk).update(status=NoticeStatus.SENT, sent_at=timezone.now(), error="")
+    log.info("email %s sent to %s", notice.key, notice.to)
+    return NoticeStatus.SENT
+
+
+def _without_secrets(text: str) -> str:
+    password = getattr(settings, "EMAIL_HOST_PASSWORD", "")
+    return text.replace(password, "***") if password else text

@@ -1,0 +1,83 @@
+"""The New job form. It only collects the user's choices: every rule about them lives in
+`jobs.start.start_job`, shared with the API, whose `StartError.field` names one of these fields."""
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
+
+from jobs import audit
+
+from jobs import ratelimit
+from jobs.models import Template
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Zero or more files under one name (Django's documented recipe)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        kwargs.setdefault("required", False)
+        # Empty files reach jobs.uploads.check_upload, whose message names the file
+        # (Django's own "The submitted file is empty." does not say which one).
+        kwargs.setdefault("allow_empty_file", True)
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        if isinstance(data, (list, tuple)):
+            return [super(MultipleFileField, self).clean(d, initial) for d in data if d]
+        return [super().clean(data, initial)] if data else []
+
+
+class TemplateChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Template) -> str:
+        return obj.name
+
+
+class NewJobForm(forms.Form):
+    # Not required here: an empty choice reaches start_job, which says what to do in plain words.
+    template = TemplateChoiceField(queryset=Template.objects.none(), required=False, empty_label=None,
+                                   widget=forms.RadioSelect, label=_("Template"))
+    source = MultipleFileField(label=_("Face photo(s)"),
+                               help_text=_("One or more photos of the person whose face goes in."),
+                               widget=MultipleFileInput(attrs={"accept": "image/*"}))
+    target_folder = forms.CharField(label=_("Target folder on the cluster"), required=False, max_length=1000,
+                                    widget=forms.TextInput(attrs={"placeholder": _("Type a folder path or click Browse"),
+                                                                  "autocomplete": "off", "spellcheck": "false"}))
+    targets = MultipleFileField(label=_("…or upload target files"),
+                                help_text=_("Images or videos whose faces are replaced."),
+                                widget=MultipleFileInput(attrs={"accept": "image/*,video/*"}))
+    name = forms.CharField(label=_("Job name (optional)"), required=False, max_length=200)
+    consent = forms.BooleanField(label=_("I have the right to process the faces in these photos"), required=False)
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["template"].queryset = Template.objects.usable_by(user).select_related("cluster")
+
+
+class RateLimitedAuthenticationForm(AuthenticationForm):
+    """Django's login form, refusing every attempt (the right password too) once the user name
+    or the client IP has too many recent failures (jobs.ratelimit). `locked_out` tells the page."""
+
+    error_messages = {**AuthenticationForm.error_messages, "locked_out": ratelimit.LOCKED_MESSAGE}
+    locked_out = False
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        ip = audit.client_ip(self.request)
+        if ratelimit.login_locked(username, ip):
+            self.locked_out = True
+            raise ValidationError(self.error_messages["locked_out"], code="locked_out")
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            if self.cleaned_data.get("password"):  # an empty password never reached the backend
+                ratelimit.register_login_failure(username, ip, self.request)
+            raise
+        ratelimit.clear_user_failures(username)
+        return cleaned

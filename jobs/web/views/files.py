@@ -1,0 +1,88 @@
+"""A job's files: outputs, thumbnails, uploaded inputs (for before/after) and the results zip.
+
+Never served as static media: each request looks the job up for the user first, and each path
+is checked to lie under MEDIA_ROOT (jobs.results) before it is opened.
+
+Downloads go to the audit log ("job.download"): the zip, and an output or input asked for as a
+download (`?download=1`). Showing a picture or playing a video on the job's pages is not a download
+and is not recorded (a page shows many pictures; the log would drown in them). Through the API
+every output fetched is a download.
+"""
+from __future__ import annotations
+
+import mimetypes
+from pathlib import Path
+from uuid import UUID
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
+
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
+
+from jobs import audit
+from jobs.results import MediaFileResponse, input_path, output_path, stream_results_zip, thumbnail_path
+from jobs.web.views import get_job_for_user
+from jobs.web.views import get_target_for_user
+
+
+@login_required
+@require_safe
+def job_output(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
+    target = get_target_for_user(request.user, job_id, index)
+    download = request.GET.get("download") == "1"
+    response = serve_file(output_path(target), target.output_name, download=download)
+    if download:
+        record_download(request, target.job, "output", target=target)
+    return response
+
+
+@login_required
+@require_safe
+def job_thumb(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
+    target = get_target_for_user(request.user, job_id, index)
+    path = thumbnail_path(target)
+    return serve_file(path, Path(target.output_name).stem + ".jpg")
+
+
+@login_required
+@require_safe
+def job_input(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
+    target = get_target_for_user(request.user, job_id, index)
+    download = request.GET.get("download") == "1"
+    response = serve_file(input_path(target), Path(target.name).name, download=download)
+    if download:
+        record_download(request, target.job, "input", target=target)
+    return response
+
+
+@login_required
+@require_safe
+def job_results_zip(request: HttpRequest, job_id: UUID) -> HttpResponse:
+    job = get_job_for_user(request.user, job_id)
+    response = stream_results_zip(job)
+    record_download(request, job, "zip")
+    return response
+
+
+def record_download(request: HttpRequest, job, kind: str, target=None, via: str = "page") -> None:
+    """One "job.download" audit entry: `kind` is "zip", "output" or "input"; `via` "page" or "api"."""
+    details = {"file": kind, "via": via}
+    if target is not None:
+        details.update(index=target.index, name=target.output_name if kind == "output" else target.name)
+    audit.record(request.user, "job.download", target=job, details=details, request=request)
+
+
+def serve_file(path: Path | None, name: str, download: bool = False) -> MediaFileResponse:
+    """Stream a checked file. Only photo and video types are shown in the browser; anything else
+    is a download, so an upload can never run as a page of this site."""
+    if path is None:
+        raise Http404("No such file")
+    content_type = None
+    if name.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS):
+        content_type = mimetypes.guess_type(name)[0]
+    response = MediaFileResponse(open(path, "rb"), as_attachment=download or content_type is None, filename=name,
+                            content_type=content_type or "application/octet-stream")
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response

@@ -1,0 +1,157 @@
+"""The usage page (/usage): this month's GPU-hours, the last 12 months as a chart, this month's
+jobs, a CSV export of every charged job, and the user's email settings."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+from datetime import date
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST, require_safe
+
+from jobs.usage.accounting import MonthUsage, usage_by
+from jobs.models import NotificationPreference, UsageRecord
+from jobs.quotas import quota_status
+
+#: months shown on the user's chart
+CHART_MONTHS = 12
+JOBS_PER_PAGE = 50
+
+
+# ---- the bar chart (inline SVG, shared with the admin report) ---------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Bar:
+    period: date
+    hours: float
+    jobs: int
+    x: float
+    y: float
+    width: float
+    height: float
+    is_current: bool
+
+    @property
+    def cx(self) -> float:
+        """The bar's centre: where its value and month are written."""
+        return self.x + self.width / 2
+
+
+@dataclasses.dataclass(frozen=True)
+class BarChart:
+    """Geometry of a bar chart of GPU-hours per month, in SVG units (the template draws it)."""
+
+    bars: list[Bar]
+    width: int
+    height: int
+    baseline: float  # y of the x axis
+    max_hours: float
+
+    @property
+    def middle(self) -> tuple[float, float]:
+        return self.width / 2, self.baseline / 2
+
+    @property
+    def is_empty(self) -> bool:
+        return self.max_hours <= 0
+
+
+#: SVG layout: room above a bar for its value, below the axis for the month
+_SLOT, _BAR, _TOP, _PLOT, _BOTTOM = 60, 38, 22, 150, 40
+
+
+def bar_chart(months: list[MonthUsage], current: date | None = None) -> BarChart:
+    """Bars of GPU-hours per month; the tallest fills the plot, a zero month has no bar."""
+    top = max((m.gpu_hours for m in months), default=0.0)
+    bars = []
+    for i, m in enumerate(months):
+        h = _PLOT * m.gpu_hours / top if top > 0 else 0.0
+        if m.gpu_hours > 0:
+            h = max(h, 2.0)  # a sliver stays visible next to a tall bar
+        bars.append(Bar(period=m.period, hours=m.gpu_hours, jobs=m.jobs, x=i * _SLOT + (_SLOT - _BAR) / 2,
+                        y=_TOP + _PLOT - h, height=h, is_current=m.period == current, width=_BAR))
+    return BarChart(bars=bars, width=max(len(months), 1) * _SLOT, height=_TOP + _PLOT + _BOTTOM,
+                    baseline=_TOP + _PLOT, max_hours=top)
+
+
+# ---- pages --------------------------------------------------------------------------------------
+
+class NotificationPreferenceForm(forms.ModelForm):
+    class Meta:
+        model = NotificationPreference
+        fields = ["job_emails", "quota_emails"]
+
+
+@login_required
+@require_safe
+def usage(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    months = usage_by(user=request.user, months=CHART_MONTHS, now=now)
+    this_month = months[-1]
+    status = quota_status(request.user, now=now)
+    records = (UsageRecord.objects.filter(user=request.user, period=this_month.period)
+               .select_related("job", "job__template").order_by("-job__finished_at"))
+    context = {
+        "this_month": this_month,
+        "chart": bar_chart(months, current=this_month.period),
+        "months": months,
+        "page": Paginator(records, JOBS_PER_PAGE).get_page(request.GET.get("page")),
+        "anchor": "#jobs",
+        "quota": status.gpu,  # the tightest GPU-hour limit, counted as Start counts it
+        "resets_on": status.resets_on,
+        "form": NotificationPreferenceForm(instance=NotificationPreference.for_user(request.user)),
+    }
+    return render(request, "jobs/usage.html", context)
+
+
+@login_required
+@require_POST
+def notification_settings(request: HttpRequest) -> HttpResponse:
+    form = NotificationPreferenceForm(request.POST, instance=NotificationPreference.for_user(request.user))
+    if form.is_valid():
+        form.save()
+        messages.success(request, _("Your email settings are saved."))
+    return redirect(reverse("usage") + "#email")
+
+
+class _Echo:
+    """A file-like object whose write returns the line: csv.writer feeding a streaming response."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+#: the CSV's columns (one row per charged job)
+CSV_HEADER = ["month", "job_id", "job_name", "template", "status", "finished_at", "gpu_hours", "cpu_hours",
+              "gpu_seconds", "cpu_seconds"]
+
+
+def usage_csv_rows(records):
+    yield CSV_HEADER
+    for r in records.iterator(chunk_size=500):
+        job = r.job
+        yield [r.period.strftime("%Y-%m"), str(job.id), job.name, job.template_snapshot.get("slug", ""), job.status,
+               timezone.localtime(job.finished_at).isoformat() if job.finished_at else "",
+               f"{r.gpu_seconds / 3600:.4f}", f"{r.cpu_seconds / 3600:.4f}", f"{r.gpu_seconds:.0f}",
+               f"{r.cpu_seconds:.0f}"]
+
+
+@login_required
+@require_safe
+def usage_csv(request: HttpRequest) -> StreamingHttpResponse:
+    """Every job charged to the user, newest first, one row each."""
+    records = (UsageRecord.objects.filter(user=request.user).select_related("job")
+               .order_by("-period", "-job__finished_at"))
+    writer = csv.writer(_Echo())
+    response = StreamingHttpResponse((writer.writerow(row) for row in usage_csv_rows(records)),
+                                     content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="usage-{request.user.get_username()}.csv"'
+    return response
