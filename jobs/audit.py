@@ -6,7 +6,7 @@
 Actions are short dotted codes, `<thing>.<verb>`; the ones the portal writes today:
 
     auth.login  auth.logout  auth.login_failed          (jobs.signals, from Django's auth signals)
-    job.start  job.cancel  job.retry  job.download      (start, actions, views/files.py, api.py)
+    job.start  job.cancel  job.retry  job.download      (start, lifecycle, retry, web/views/files.py, api/views.py)
     template.add/change/delete  quota.add/change/delete  profile.add/change/delete  (admin.AuditedAdmin)
 
 A new action needs no schema change: add the code where it happens, and a line above.

@@ -7,13 +7,8 @@ from django.utils.translation import gettext as _
 
 from cluster import ClusterError, PathNotAllowed, get_runner, resolve_remote_in_roots
 
+from jobs.errors import BrowseError
 from jobs.models import ClusterProfile, Template
-
-
-class BrowseError(Exception):
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message, self.status = message, status
 
 
 def profiles_for(user) -> list[ClusterProfile]:

@@ -14,7 +14,11 @@ import logging
 from datetime import timedelta
 
 from django.utils import timezone
+from redis.exceptions import RedisError
+from rq.exceptions import NoSuchJobError
+from rq.job import Job as RQJob
 
+from jobs import tasks
 from jobs.models import Job, JobStatus
 
 log = logging.getLogger(__name__)
@@ -26,16 +30,11 @@ ALIVE = {"queued", "started", "scheduled", "deferred"}
 
 
 def rq_job_id(job) -> str:
-    from jobs.start import submission_rq_id
-
-    return submission_rq_id(job)  # `-a<N>` for a retry's attempt N
+    return tasks.submission_rq_id(job)  # `-a<N>` for a retry's attempt N
 
 
 def rq_status(connection, job_id: str) -> str | None:
     """The RQ status of `job_id`, or None when Redis no longer has the job."""
-    from rq.exceptions import NoSuchJobError
-    from rq.job import Job as RQJob
-
     try:
         status = RQJob.fetch(job_id, connection=connection).get_status(refresh=True)
     except NoSuchJobError:
@@ -47,11 +46,6 @@ def rq_status(connection, job_id: str) -> str | None:
 
 def requeue_orphans(now=None, grace: timedelta = GRACE) -> list[str]:
     """Re-enqueue the submissions Redis lost; returns the ids (str) of the jobs re-enqueued."""
-    import django_rq
-    from redis.exceptions import RedisError
-
-    from jobs.start import enqueue_submission
-
     now = now or timezone.now()
     candidates = list(Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.SUBMITTING), slurm_job_id="",
                                          cancel_requested=False, created_at__lt=now - grace)
@@ -60,15 +54,14 @@ def requeue_orphans(now=None, grace: timedelta = GRACE) -> list[str]:
         return []
     requeued: list[str] = []
     try:
-        connection = django_rq.get_queue("default").connection
+        connection = tasks.queue().connection
         for job in candidates:
             status = rq_status(connection, rq_job_id(job))
             if status in ALIVE:
                 continue
             if status is not None:  # failed / stopped / canceled: drop the stale RQ job and its registry entry
-                from rq.job import Job as RQJob
                 RQJob.fetch(rq_job_id(job), connection=connection).delete()
-            enqueue_submission(job)
+            tasks.enqueue_submission(job)
             requeued.append(str(job.id))
             log.warning("job %s was %s with no live submission in RQ (%s): re-enqueued", job.id, job.status,
                         status or "missing from Redis")

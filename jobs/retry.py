@@ -31,7 +31,7 @@ from django.utils.translation import gettext as _
 from cluster.sbatch import compress_ranges
 from cluster.states import is_terminal
 
-from jobs import audit
+from jobs import lifecycle, tasks
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
 
 log = logging.getLogger(__name__)
@@ -111,18 +111,18 @@ def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: 
         targets = retryable_targets(job, task_indexes)
         if not targets:
             return False
-        tasks = list(job.tasks.all())
+        task_rows = list(job.tasks.all())
         # A lost job's tasks never ended: rerun them too (the worker skips what is done), or the
         # new attempt could never end.
-        indexes = sorted({t.task_index for t in targets} | {t.index for t in tasks if not is_terminal(t.state)})
+        indexes = sorted({t.task_index for t in targets} | {t.index for t in task_rows if not is_terminal(t.state)})
         history = [dict(r) for r in (job.attempts or [])]
         if not history:  # the first retry: record the first attempt too
-            history.append(attempt_record(job, 1, [t.index for t in tasks] or indexes,
+            history.append(attempt_record(job, 1, [t.index for t in task_rows] or indexes,
                                           job.template_snapshot.get("mem") or ""))
             history[0]["slurm_job_id"], history[0]["at"] = job.slurm_job_id, (
                 job.submitted_at or job.created_at).isoformat()
         history[-1]["slurm_job_id"] = history[-1].get("slurm_job_id") or job.slurm_job_id
-        history[-1]["ended"] = {str(t.index): t.state for t in tasks if t.attempt == job.attempt}
+        history[-1]["ended"] = {str(t.index): t.state for t in task_rows if t.attempt == job.attempt}
         new_attempt = job.attempt + 1
         new_mem = mem or current_mem(job)
         by = "" if auto or actor is None else actor.get_username()
@@ -131,20 +131,19 @@ def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: 
         failed = Target.objects.filter(job=job, status=TargetStatus.FAILED).exclude(
             pk__in=[t.pk for t in targets]).count()
         note = why or _("Retrying %(n)s image(s) (attempt %(attempt)s).") % {"n": len(targets), "attempt": new_attempt}
-        if not job.move(from_statuses, JobStatus.QUEUED, attempt=new_attempt, attempts=history, slurm_job_id="",
-                        finished_at=None, error=note, done=done, failed=failed, cancel_requested=False):
+        moved = lifecycle.move(
+            job, "auto_retry" if auto else "retry", attempt=new_attempt, attempts=history, slurm_job_id="",
+            finished_at=None, error=note, done=done, failed=failed, cancel_requested=False,
+            audit_action="job.retry", actor=None if auto else actor, request=request, details={
+                "attempt": new_attempt, "array": history[-1]["array"], "targets": len(targets), "mem": new_mem,
+                "auto": auto, "why": why})
+        if not moved:
             return False
         Target.objects.filter(pk__in=[t.pk for t in targets]).update(
             status=TargetStatus.WAITING, message="", failed_with_task=False, faces_found=0, faces_swapped=0, seconds=None)
         Task.objects.filter(job=job, index__in=indexes).update(
             state="PENDING", attempt=new_attempt, node="", exit_code=None, reason="", elapsed_seconds=None)
-        audit.record(actor if not auto else None, "job.retry", target=job, request=request, details={
-            "attempt": new_attempt, "array": history[-1]["array"], "targets": len(targets), "mem": new_mem,
-            "auto": auto, "why": why})
-        from jobs.live.protocol import publish_job
-        from jobs.start import enqueue_submission
-
-        transaction.on_commit(lambda: (enqueue_submission(job), publish_job(job)))
+        transaction.on_commit(lambda: tasks.enqueue_submission(job))
     log.info("job %s: attempt %s over tasks %s (%s targets, mem %s, %s)", job.id, new_attempt,
              history[-1]["array"], len(targets), new_mem or "default", "automatic" if auto else f"by {by}")
     return True

@@ -23,22 +23,15 @@ from django.utils.translation import gettext as _
 from cluster import PathNotAllowed, check_in_roots
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
 
-from jobs import audit
+from jobs import audit, tasks
 from jobs.models import Job, Source, Target, Template
-from jobs.uploads import UploadRejected, check_upload, safe_name
+from jobs.errors import StartError, UploadRejected
+from jobs.quotas import check_quota
+from jobs.uploads import check_upload, safe_name
 
 log = logging.getLogger(__name__)
 
 MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
-
-
-class StartError(Exception):
-    """A Start that cannot go ahead; `message` is shown to the user, `field` names the form field."""
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.field = field
 
 
 def start_job(*, user, template: Template | None, sources: list[UploadedFile], target_folder: str = "",
@@ -46,8 +39,6 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
               callback_url: str = "", request=None) -> Job:
     """Create a queued job (and enqueue its submission on commit), or raise StartError (a
     QuotaExceeded when a quota refuses it). `request`, when given, only feeds the audit log."""
-    from jobs.quotas import check_quota  # jobs.quotas imports StartError from here
-
     target_files = target_files or []
     if template is None or not Template.objects.usable_by(user).filter(pk=template.pk).exists():
         raise StartError(_("Choose one of the templates offered to you."), "template")
@@ -100,7 +91,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
             job.total = len(target_files)
             job.save(update_fields=["total"])
             if settings.SUBMIT_ON_START:
-                transaction.on_commit(lambda: enqueue_submission(job))
+                transaction.on_commit(lambda: tasks.enqueue_submission(job))
     except Exception:
         # Files are written before the rows commit: remove them so a failed Start leaves nothing.
         shutil.rmtree(job.media_dir, ignore_errors=True)
@@ -108,21 +99,6 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
     log.info("job %s started by %s: template %s, %s", job.id, user, template.slug,
              f"folder {target_folder}" if target_folder else f"{len(target_files)} uploaded target(s)")
     return job
-
-
-def enqueue_submission(job: Job) -> None:
-    import django_rq
-
-    from jobs.submit import SUBMIT_RETRY, submit_job
-
-    # job_id makes a double enqueue of the same Start (or retry attempt) collapse into one RQ job.
-    django_rq.get_queue("default").enqueue(submit_job, str(job.id), job_id=submission_rq_id(job), retry=SUBMIT_RETRY,
-                                           job_timeout=900, result_ttl=3600, failure_ttl=7 * 86400)
-
-
-def submission_rq_id(job: Job) -> str:
-    """The RQ job id of the job's submission: `submit-<uuid>`, and `submit-<uuid>-a<N>` for attempt N > 1."""
-    return f"submit-{job.id}" if job.attempt <= 1 else f"submit-{job.id}-a{job.attempt}"
 
 
 def _named(f: UploadedFile, name: str | None = None) -> UploadedFile:

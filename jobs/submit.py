@@ -14,7 +14,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from rq import Retry
 
 from cluster import ClusterError, PathNotAllowed, get_runner, resolve_remote_in_roots
 from cluster import slurm
@@ -22,32 +21,26 @@ from cluster.sbatch import SbatchSpec, render_script
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 
+from jobs import lifecycle
 from jobs.live.protocol import publish_job
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
-from jobs.quotas import QuotaExceeded, check_folder_targets
+from jobs.errors import QuotaExceeded, SubmitRejected
+from jobs.quotas import check_folder_targets
 from jobs.start import is_media_name, unique_name
 
 log = logging.getLogger(__name__)
-
-#: RQ retry policy of a submission that met a cluster outage (seconds between tries)
-SUBMIT_RETRY = Retry(max=8, interval=[10, 30, 60, 120, 300, 600, 900, 1800])
-
-
-class SubmitRejected(Exception):
-    """The job cannot run as asked (empty folder, folder outside the roots): fail it, don't retry."""
-
 
 def submit_job(job_id: str) -> str | None:
     """Submit one job; returns the Slurm job id (None when there is nothing to do)."""
     job = Job.objects.select_related("cluster").get(pk=job_id)
     if job.cancel_requested and not job.slurm_job_id:
-        job.move((JobStatus.QUEUED, JobStatus.SUBMITTING), JobStatus.CANCELLED, finished_at=timezone.now())
+        lifecycle.move(job, "cancel", finished_at=timezone.now())
         return None
     if job.is_final:
         return None
     if job.slurm_job_id:
         return job.slurm_job_id
-    if not job.move((JobStatus.QUEUED, JobStatus.SUBMITTING), JobStatus.SUBMITTING):
+    if not lifecycle.move(job, "claim"):
         return None
     profile = job.cluster
     try:
@@ -60,13 +53,12 @@ def submit_job(job_id: str) -> str | None:
             script_path = stage(runner, job) if job.attempt <= 1 else stage_retry(runner, job)
             job.refresh_from_db(fields=["cancel_requested"])
             if job.cancel_requested:
-                job.move(JobStatus.SUBMITTING, JobStatus.CANCELLED, finished_at=timezone.now())
+                lifecycle.move(job, "cancel", only_from=(JobStatus.SUBMITTING,), finished_at=timezone.now())
                 return None
             res = runner.run(slurm.sbatch_argv(script_path), timeout=60, check=True)
             slurm_id = slurm.parse_sbatch_parsable(res.stdout)
     except SubmitRejected as exc:
-        job.move(JobStatus.SUBMITTING, JobStatus.FAILED, error=str(exc), finished_at=timezone.now())
-        publish_job(job)
+        lifecycle.move(job, "reject", error=exc.message, finished_at=timezone.now())
         return None
     except ClusterError as exc:
         # Visible on the page while RQ retries; the job stays `submitting`, never lost.
@@ -80,15 +72,14 @@ def submit_job(job_id: str) -> str | None:
         history = [dict(r) for r in job.attempts]
         history[-1]["slurm_job_id"] = slurm_id
         extra = {"attempts": history, "error": history[-1].get("why", "")}
-    if not job.move(JobStatus.SUBMITTING, JobStatus.PENDING, **{"slurm_job_id": slurm_id, "submitted_at": timezone.now(),
-                                                                "error": "", **extra}):
+    if not lifecycle.move(job, "submitted", **{"slurm_job_id": slurm_id, "submitted_at": timezone.now(),
+                                               "error": "", **extra}):
         # Cancelled while sbatch ran: keep the id so nothing runs unseen, and stop it.
         Job.objects.filter(pk=job.pk).update(slurm_job_id=slurm_id)
         runner.run(slurm.scancel_argv([slurm_id]), timeout=30)
         return slurm_id
     if not existing:
         log.info("job %s submitted as Slurm job %s", job.id, slurm_id)
-    publish_job(job)
     job.refresh_from_db(fields=["cancel_requested"])
     if job.cancel_requested:
         runner.run(slurm.scancel_argv([slurm_id]), timeout=30)
@@ -242,7 +233,7 @@ def cancel_on_cluster(job_id: str) -> None:
         return
     if not job.slurm_job_id:
         # queued: cancel now; submitting: submit_job sees cancel_requested before and after sbatch.
-        job.move(JobStatus.QUEUED, JobStatus.CANCELLED, finished_at=timezone.now())
+        lifecycle.move(job, "cancel", only_from=(JobStatus.QUEUED,), finished_at=timezone.now())
         return
     runner = get_runner(job.cluster.cluster_config())
     runner.run(slurm.scancel_argv([job.slurm_job_id]), timeout=30)

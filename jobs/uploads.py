@@ -10,13 +10,11 @@ from django.core.files.uploadedfile import UploadedFile
 from django.utils.translation import gettext as _
 from PIL import Image, UnidentifiedImageError
 
+from jobs.errors import UploadRejected
+
 #: first bytes of the video containers the worker reads (mp4/mov: a box type at offset 4)
 _MP4_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
 _EBML = b"\x1a\x45\xdf\xa3"  # mkv / webm
-
-
-class UploadRejected(Exception):
-    pass
 
 
 def safe_name(name: str) -> str:

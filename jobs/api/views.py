@@ -1,6 +1,6 @@
 """The JSON API `/api/v1/` (DESIGN.md, "Interfaces other programs depend on": keep it stable).
 
-Thin views: the rules live in `start.start_job`, `actions.cancel_job` and `browse.browse`, shared
+Thin views: the rules live in `start.start_job`, `lifecycle.request_cancel` and `browse.browse`, shared
 with the pages. Every job is looked up through `Job.objects.visible_to(user)`; a job the caller
 may not see is 404, exactly like one that does not exist, so ids leak nothing.
 """
@@ -12,11 +12,12 @@ from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
 from jobs.api import shapes as serializers
-from jobs.actions import cancel_job
+from jobs.lifecycle import request_cancel
 from jobs.api.auth import api_view, error
-from jobs.browse import BrowseError, browse
+from jobs.browse import browse
+from jobs.errors import BrowseError, StartError
 from jobs.models import ClusterProfile, Job, JobStatus, Template
-from jobs.start import StartError, start_job
+from jobs.start import start_job
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -137,7 +138,7 @@ def job_cancel(request, job_id):
     found = _job_for(request, job_id, details=True)
     if found is None:
         return _no_job()
-    if not cancel_job(found, actor=request.user, request=request):
+    if not request_cancel(found, actor=request.user, request=request):
         return error(_("This job is already %(status)s; there is nothing to cancel.")
                      % {"status": found.get_status_display()}, 409)
     return JsonResponse(serializers.job_detail(found, request))

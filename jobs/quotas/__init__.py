@@ -45,7 +45,8 @@ from jobs.quotas.limits import (
     ACTIVE_JOB_STATUSES, LIMIT_FIELDS, Budget, Limit, Limits, QuotaStatus, active_jobs_count, applicable_quotas,
     effective_limits, gpu_budgets, gpu_hours_used, job_budgets, members_of, quota_status, resets_on, source_of,
 )
-from jobs.quotas.messages import MB, QuotaExceeded, format_hours, format_mb
+from jobs.errors import QuotaExceeded
+from jobs.quotas.messages import MB, format_hours, format_mb
 
 __all__ = [
     "QuotaExceeded", "Limit", "Limits", "Budget", "QuotaStatus", "LIMIT_FIELDS", "ACTIVE_JOB_STATUSES",

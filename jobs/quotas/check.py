@@ -13,7 +13,8 @@ from django.utils.translation import ngettext
 from jobs.models import Template
 from jobs.quotas.estimate import _chunk_size, estimate_gpu_hours
 from jobs.quotas.limits import applicable_quotas, effective_limits, gpu_budgets, job_budgets, resets_on
-from jobs.quotas.messages import MB, QuotaExceeded, _count, _gpu_message, _jobs_message, format_mb
+from jobs.errors import QuotaExceeded
+from jobs.quotas.messages import MB, _count, _gpu_message, _jobs_message, format_mb
 
 
 # --- the check at Start ----------------------------------------------------------------------

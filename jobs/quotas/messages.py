@@ -8,17 +8,11 @@ from django.utils import formats
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from jobs.start import StartError
 
 if TYPE_CHECKING:
     from jobs.quotas.limits import Budget
 
 MB = 1024 * 1024
-
-
-class QuotaExceeded(StartError):
-    """A Start refused by a quota. `message` says which limit, how much is used and left, and when
-    it resets; `field` names the form field to show it next to (None: the whole form)."""
 
 
 def _jobs_message(b: Budget) -> str:

@@ -1,7 +1,7 @@
 """Email notifications: a job ended, and a user's monthly GPU-hours reached 80 % or 100 %.
 
 Flow: `jobs.watcher.poll.finish_job` decides a job's final state, charges its usage in the same
-transaction, and on commit calls `enqueue_after_finish(job)`, which puts two RQ tasks on the
+transaction, and on commit calls `jobs.tasks.enqueue_after_finish(job)`, which puts two RQ tasks on the
 "default" queue: `notify_job_finished(job_id)` and `notify_quota(user_id)`. Email is sent there,
 on the RQ worker, never in a request or in the watcher's loop.
 
@@ -37,7 +37,7 @@ from jobs.models import EmailNotice, Job, JobStatus, NoticeKind, NoticeStatus, N
 
 log = logging.getLogger(__name__)
 
-__all__ = ["QUOTA_THRESHOLDS", "enqueue_after_finish", "job_subject", "charged_gpu_quota", "notify_job_finished",
+__all__ = ["QUOTA_THRESHOLDS", "job_subject", "charged_gpu_quota", "notify_job_finished",
            "notify_quota"]
 
 #: what starts every subject, so people can filter the portal's mail
@@ -46,21 +46,6 @@ SUBJECT_TAG = "[FaceFusion Portal]"
 EMAILED_STATUSES = (JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED)
 #: percent of the monthly GPU-hour limit -> the notice sent when usage reaches it
 QUOTA_THRESHOLDS = ((100, NoticeKind.QUOTA_100), (80, NoticeKind.QUOTA_80))
-
-
-def enqueue_after_finish(job: Job) -> None:
-    """Queue the job's email and the owner's quota check. Called on commit of the job's end.
-
-    Never raises: with Redis down the email is lost (logged), the job is not.
-    """
-    try:
-        import django_rq
-
-        queue = django_rq.get_queue("default")
-        queue.enqueue(notify_job_finished, str(job.id), job_timeout=120, result_ttl=3600, failure_ttl=7 * 86400)
-        queue.enqueue(notify_quota, job.owner_id, job_timeout=120, result_ttl=3600, failure_ttl=7 * 86400)
-    except Exception as exc:  # noqa: BLE001 - see the docstring
-        log.warning("job %s: notification not queued: %s", job.id, exc)
 
 
 # ---- job ended --------------------------------------------------------------------------------

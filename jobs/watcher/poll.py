@@ -24,10 +24,10 @@ from cluster import states as slurm_states
 from cluster.progress import parse_progress_dump, progress_argv
 from worker.progress import STOPPED_BY_TASK_END, TaskProgress
 
+from jobs import lifecycle, tasks
 from jobs.usage.accounting import charge_job
 from jobs.live.protocol import Publisher
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
-from jobs.usage.notifications import enqueue_after_finish
 from jobs.watcher.outputs import make_thumbnail
 
 log = logging.getLogger(__name__)
@@ -122,12 +122,9 @@ def apply_job(runner, job: Job, queued: dict, accounted: dict, docs: list[str], 
     pub = pub or Publisher()
     if not queued and not accounted:
         if sacct_answered and job.submitted_at and timezone.now() - job.submitted_at > LOST_AFTER:
-            lost = job.move((JobStatus.PENDING, JobStatus.RUNNING), JobStatus.LOST, finished_at=timezone.now(),
-                            error=_("Slurm no longer knows this job (neither the queue nor the accounting has it). "
-                                    "It may have been removed by an administrator; outputs already made are kept."))
-            if lost:
-                pub.job(job)
-            return lost
+            return lifecycle.move(job, "lose", pub=pub, finished_at=timezone.now(), error=_(
+                "Slurm no longer knows this job (neither the queue nor the accounting has it). "
+                "It may have been removed by an administrator; outputs already made are kept."))
         return False
     # sacct has the final word on finished tasks; squeue is fresher for pending/running ones.
     states = {**accounted, **{i: t for i, t in queued.items() if not slurm_states.is_terminal(t.state)}}
@@ -252,16 +249,16 @@ def _advance(job: Job) -> bool:
             return True
         return finish_job(job, tasks)
     if any(t.state == "RUNNING" for t in tasks):
-        return job.move(JobStatus.PENDING, JobStatus.RUNNING, started_at=timezone.now())
+        return lifecycle.move(job, "started", started_at=timezone.now())
     if all(t.state == "PENDING" for t in tasks) and tasks[0].reason and job.error != tasks[0].reason:
         Job.objects.filter(pk=job.pk).update(error="")
     return False
 
 
-def finish_job(job: Job, tasks: list[Task]) -> bool:
+def finish_job(job: Job, task_rows: list[Task]) -> bool:
     """All tasks ended: decide completed / partially_failed / failed / cancelled."""
     with transaction.atomic():
-        by_task = {t.index: t for t in tasks}
+        by_task = {t.index: t for t in task_rows}
         # Targets a task never reported (it died first) failed for the task's reason.
         for t in job.targets.filter(status__in=(TargetStatus.WAITING, TargetStatus.RUNNING)):
             task = by_task.get(t.task_index)
@@ -270,7 +267,7 @@ def finish_job(job: Job, tasks: list[Task]) -> bool:
         targets = list(Target.objects.filter(job=job))  # fresh: the prefetched ones predate the update above
         done = sum(1 for t in targets if t.is_ok)
         failed = len(targets) - done
-        cancelled = job.cancel_requested or any(t.state == "CANCELLED" for t in tasks)
+        cancelled = job.cancel_requested or any(t.state == "CANCELLED" for t in task_rows)
         if cancelled:
             status, error = JobStatus.CANCELLED, _("Cancelled. %(done)s of %(total)s images were finished and are kept.") % {"done": done, "total": len(targets)}
         elif failed == 0:
@@ -278,19 +275,19 @@ def finish_job(job: Job, tasks: list[Task]) -> bool:
         elif done:
             status, error = JobStatus.PARTIALLY_FAILED, _("%(failed)s of %(total)s images failed; see each image's message.") % {"failed": failed, "total": len(targets)}
         else:
-            reasons = sorted({t.reason for t in tasks if t.reason})
+            reasons = sorted({t.reason for t in task_rows if t.reason})
             status, error = JobStatus.FAILED, (_("All images failed: %(why)s") % {"why": "; ".join(reasons)} if reasons else _("All images failed; see each image's message."))
         if job.attempts:  # a retried job says what each attempt was for
             from jobs.retry import retry_note
 
             error = "\n".join(filter(None, [error, retry_note(job)]))
-        moved = job.move((JobStatus.PENDING, JobStatus.RUNNING), status, finished_at=timezone.now(), done=done,
+        moved = lifecycle.move(job, "finish", to=status, finished_at=timezone.now(), done=done,
                          failed=failed, error=error)
         if moved:
             # Charged in the same transaction as the final state: a crash cannot leave an ended job
             # uncharged. `move` is conditional, so a job seen ending twice is charged once.
             _charge(job)
-            transaction.on_commit(lambda: enqueue_after_finish(job))  # email: RQ, after commit
+            transaction.on_commit(lambda: tasks.enqueue_after_finish(job))  # email: RQ, after commit
         return moved
 
 

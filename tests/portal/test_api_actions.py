@@ -24,19 +24,21 @@ def test_it_cancels_a_queued_job(api, owner, template):
     assert job.status == JobStatus.CANCELLED and job.cancel_requested and job.finished_at
 
 
-def test_it_asks_the_cluster_to_cancel_a_running_job(api, owner, template, monkeypatch):
+def test_it_asks_the_cluster_to_cancel_a_running_job(api, owner, template, monkeypatch,
+                                                     django_capture_on_commit_callbacks):
     enqueued = []
 
     class FakeQueue:
         def enqueue(self, func, *args, **kwargs):
-            enqueued.append((func.__name__, args))
+            enqueued.append((func, args))
 
-    monkeypatch.setattr("django_rq.get_queue", lambda name="default": FakeQueue())
+    monkeypatch.setattr("jobs.tasks.queue", lambda: FakeQueue())
     job = make_job(owner, template, status=JobStatus.RUNNING)
-    r = api.post(f"/api/v1/jobs/{job.id}/cancel")
+    with django_capture_on_commit_callbacks(execute=True):  # scancel is enqueued once the flag commits
+        r = api.post(f"/api/v1/jobs/{job.id}/cancel")
     assert r.status_code == 200
     assert r.json()["status"] == "running"  # until Slurm confirms; the watcher records "cancelled"
-    assert enqueued == [("cancel_on_cluster", (str(job.id),))]
+    assert enqueued == [("jobs.submit.cancel_on_cluster", (str(job.id),))]
     job.refresh_from_db()
     assert job.cancel_requested
 

@@ -1,7 +1,7 @@
 """GET /api/v1/folders: the folder browser over the cluster's allowed roots (cluster seam patched)."""
 import pytest
 
-from jobs.browse import BrowseError
+from jobs.errors import BrowseError
 from jobs.models import ClusterProfile
 
 from .api_helpers import token_client

@@ -21,9 +21,10 @@ from PIL import Image
 from cluster import CommandResult, RemoteEntry
 from cluster.sbatch import render_script
 from jobs.models import Job, JobStatus, Target
-from jobs.start import StartError, start_job
+from jobs.errors import StartError, UploadRejected
+from jobs.start import start_job
 from jobs.submit import sbatch_spec, submit_job
-from jobs.uploads import UploadRejected, check_upload
+from jobs.uploads import check_upload
 from worker.manifest import Manifest
 
 from .test_watcher import EMPTY_SQUEUE

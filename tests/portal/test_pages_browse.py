@@ -4,7 +4,7 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 import jobs.browse
-from jobs.browse import BrowseError
+from jobs.errors import BrowseError
 from jobs.web.views.folders import breadcrumbs
 
 LISTING = {"path": "/srv/ffportal/storage/shoot-01", "entries": [

@@ -133,21 +133,21 @@ def test_it_cancels_a_queued_job(client, owner, template):
     assert "Cancel requested" in r.content.decode()
 
 
-def test_it_asks_the_cluster_to_cancel_a_running_job(client, owner, job, monkeypatch):
+def test_it_asks_the_cluster_to_cancel_a_running_job(client, owner, job, monkeypatch,
+                                                     django_capture_on_commit_callbacks):
     enqueued = []
 
     class FakeQueue:
         def enqueue(self, func, *args, **kwargs):
-            enqueued.append((func.__name__, args))
+            enqueued.append((func, args))
 
-    import django_rq
-
-    monkeypatch.setattr(django_rq, "get_queue", lambda name="default": FakeQueue())
+    monkeypatch.setattr("jobs.tasks.queue", lambda: FakeQueue())
     client.force_login(owner)
-    r = client.post(reverse("job-cancel", args=[job.id]))
+    with django_capture_on_commit_callbacks(execute=True):  # scancel is enqueued once the flag commits
+        r = client.post(reverse("job-cancel", args=[job.id]))
     assert r.status_code == 302
     job.refresh_from_db()
-    assert job.cancel_requested and enqueued == [("cancel_on_cluster", (str(job.id),))]
+    assert job.cancel_requested and enqueued == [("jobs.submit.cancel_on_cluster", (str(job.id),))]
 
 
 def test_it_says_when_there_is_nothing_to_cancel(client, owner, template):

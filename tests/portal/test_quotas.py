@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 
 from jobs import quotas
 from jobs.models import Job, JobStatus, Quota, Template, UsageRecord
-from jobs.quotas import QuotaExceeded, check_quota, effective_limits, estimate_gpu_hours, gpu_budgets, quota_status
-from jobs.start import StartError
+from jobs.errors import QuotaExceeded, StartError
+from jobs.quotas import check_quota, effective_limits, estimate_gpu_hours, gpu_budgets, quota_status
 
 NOV_20 = datetime(2026, 11, 20, 12, 0, tzinfo=dt_timezone.utc)
 DEC_1 = datetime(2026, 12, 1, 0, 30, tzinfo=dt_timezone.utc)

@@ -19,7 +19,7 @@ from django.db import connection
 
 from jobs.quotas import limits as quotas  # where the counters are called from
 from jobs.models import Job, Quota, Template
-from jobs.quotas import QuotaExceeded
+from jobs.errors import QuotaExceeded
 from jobs.start import start_job
 
 from .api_helpers import image

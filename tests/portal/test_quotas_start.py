@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from jobs import quotas
 from jobs.models import AuditEntry, Job, JobStatus, Quota, Template
-from jobs.quotas import QuotaExceeded
+from jobs.errors import QuotaExceeded
 from jobs.start import start_job
 
 from .api_helpers import image, token_client

@@ -45,7 +45,7 @@ def test_only_targets_that_failed_with_their_task_are_chosen(owner, template):
 def test_a_retry_is_a_new_attempt_over_just_those_chunks(owner, template, django_capture_on_commit_callbacks,
                                                          monkeypatch):
     enqueued = []
-    monkeypatch.setattr("jobs.start.enqueue_submission", lambda job: enqueued.append((job.pk, job.attempt)))
+    monkeypatch.setattr("jobs.tasks.enqueue_submission", lambda job: enqueued.append((job.pk, job.attempt)))
     job = ended_job(owner, template)
     with django_capture_on_commit_callbacks(execute=True):
         assert retry_failed(job, actor=owner)
@@ -245,7 +245,7 @@ class SubmitRunner:
 def test_a_later_attempt_submits_one_array_over_the_chosen_chunks(owner, template, monkeypatch, settings):
     runner = SubmitRunner()
     monkeypatch.setattr(submit, "get_runner", lambda config: runner)
-    monkeypatch.setattr("jobs.start.enqueue_submission", lambda job: None)
+    monkeypatch.setattr("jobs.tasks.enqueue_submission", lambda job: None)
     settings.FFP_TEST_ALLOCATE_MB = {1: 400}  # attempt 1 only: not in attempt 2's script
     job = ended_job(owner, template)
     Target.objects.filter(job=job, index=2).update(status=TargetStatus.FAILED, failed_with_task=True)
@@ -274,7 +274,7 @@ def test_submitted_at_is_fresh_for_the_new_attempt(owner, template, monkeypatch)
     """The lost-job rule counts from the attempt's own submission, not the first one's."""
     runner = SubmitRunner()
     monkeypatch.setattr(submit, "get_runner", lambda config: runner)
-    monkeypatch.setattr("jobs.start.enqueue_submission", lambda job: None)
+    monkeypatch.setattr("jobs.tasks.enqueue_submission", lambda job: None)
     job = ended_job(owner, template)
     Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(hours=2))
     assert retry_failed(job)

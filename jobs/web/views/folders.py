@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_safe
 
 from jobs import browse as browsing  # the module, so tests can swap browsing.browse
-from jobs.browse import BrowseError
+from jobs.errors import BrowseError
 
 #: files listed under a folder's sub-folders; the rest are counted (a shoot can hold thousands)
 FILES_SHOWN = 200

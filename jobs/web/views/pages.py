@@ -13,12 +13,13 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from worker.manifest import VIDEO_EXTENSIONS
 
-from jobs.actions import cancel_job
+from jobs.lifecycle import request_cancel
 from jobs.web.forms import NewJobForm
 from jobs.models import Job
 from jobs.quotas import quota_status
 from jobs.results import input_path, output_path
-from jobs.start import StartError, start_job
+from jobs.errors import StartError
+from jobs.start import start_job
 from jobs.web.views import get_job_for_user
 from jobs.web.views import get_target_for_user
 
@@ -81,7 +82,7 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
 @login_required
 def job_cancel(request: HttpRequest, job_id: UUID) -> HttpResponse:
     job = get_job_for_user(request.user, job_id)
-    if cancel_job(job, actor=request.user, request=request):
+    if request_cancel(job, actor=request.user, request=request):
         messages.success(request, _("Cancel requested. Images already finished are kept."))
     else:
         messages.info(request, _("This job has already finished; there is nothing to cancel."))

@@ -1,0 +1,118 @@
+"""A job's life: ONE table of the moves between job states, and the one function that makes them.
+
+    queued ─claim─> submitting ─submitted─> pending ─started─> running
+      │               │  └─reject─> failed                │          │
+      └────cancel─────┴─> cancelled                       └──────────┴─finish─> completed | partially_failed
+                                                                       │        | failed | cancelled
+                                                                       ├─lose──> lost
+                                                                       └─auto_retry─> queued (a new attempt)
+    failed | partially_failed | lost ─retry─> queued (a new attempt, asked by the user)
+
+Every move is a conditional `UPDATE ... WHERE status IN (sources)` with a row-count check, so two
+processes (the RQ worker, the watcher, a user's click) can never both make the same move; only
+the one that won publishes the job's new state to the live pages (after the transaction commits,
+so a page that resyncs then sees the same state) and writes the audit entry (in the same
+transaction as the move: it exists exactly when the move committed).
+
+Cancel is a request before it is a move (`request_cancel`): a queued job is cancelled at once; a
+job being submitted or on the cluster is flagged, Slurm is asked to stop it, and the watcher (or
+the submission, which reads the flag) makes the move when Slurm confirms.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from jobs import audit, tasks
+from jobs.live.protocol import Publisher, publish_job
+from jobs.models import Job, JobStatus
+
+log = logging.getLogger(__name__)
+
+S = JobStatus
+#: the end states of an attempt that ran on the cluster
+ENDED = (S.COMPLETED, S.PARTIALLY_FAILED, S.FAILED, S.CANCELLED)
+
+
+@dataclasses.dataclass(frozen=True)
+class Transition:
+    sources: tuple[str, ...]
+    targets: tuple[str, ...]
+
+
+#: every move a job may make: name -> (from these states, to one of these)
+TRANSITIONS: dict[str, Transition] = {
+    # the submission claims the job; SUBMITTING again when RQ retries a submission cut short
+    "claim": Transition((S.QUEUED, S.SUBMITTING), (S.SUBMITTING,)),
+    "submitted": Transition((S.SUBMITTING,), (S.PENDING,)),
+    "reject": Transition((S.SUBMITTING,), (S.FAILED,)),
+    # before Slurm has it (no Slurm id yet): cancelled by the portal itself
+    "cancel": Transition((S.QUEUED, S.SUBMITTING), (S.CANCELLED,)),
+    "started": Transition((S.PENDING,), (S.RUNNING,)),
+    "finish": Transition((S.PENDING, S.RUNNING), ENDED),
+    "lose": Transition((S.PENDING, S.RUNNING), (S.LOST,)),
+    "auto_retry": Transition((S.PENDING, S.RUNNING), (S.QUEUED,)),
+    "retry": Transition((S.FAILED, S.PARTIALLY_FAILED, S.LOST), (S.QUEUED,)),
+}
+
+
+def move(job: Job, name: str, to: str | None = None, *, only_from: tuple[str, ...] | None = None,
+         pub: Publisher | None = None, audit_action: str = "", actor=None, request=None,
+         details: dict | None = None, **fields) -> bool:
+    """Make the move `name` (to `to`, when the move has several ends). True when this call made it.
+
+    `only_from` narrows the table's sources for this call. `fields` are written in the same UPDATE.
+    The new state is published to the live pages after commit, or added to `pub` (the watcher
+    sends its events once per cycle). `audit_action` ("job.retry" ...) records who made the move.
+    """
+    transition = TRANSITIONS[name]
+    if to is None:
+        if len(transition.targets) != 1:
+            raise ValueError(f"the move {name!r} has several ends: say which")
+        to = transition.targets[0]
+    if to not in transition.targets:
+        raise ValueError(f"the move {name!r} cannot end in {to!r}")
+    sources = transition.sources
+    if only_from is not None:
+        if not set(only_from) <= set(sources):
+            raise ValueError(f"the move {name!r} cannot start from {only_from!r}")
+        sources = only_from
+    if not job.move(sources, to, **fields):
+        return False
+    if audit_action:
+        audit.record(actor, audit_action, target=job, request=request, details=details)
+    if pub is not None:
+        pub.job(job)
+    else:
+        transaction.on_commit(lambda: publish_job(job))
+    log.info("job %s: %s -> %s", job.id, name, to)
+    return True
+
+
+def request_cancel(job: Job, actor=None, request=None) -> bool:
+    """Cancel in any state. True when this call changed something (then it is in the audit log
+    as "job.cancel" by `actor`; a cancel of a finished job changes nothing and is not recorded).
+
+    queued: cancelled at once (the submission sees the flag and does nothing).
+    submitting/pending/running: flagged, then `scancel` through the RQ queue; the watcher records
+    the final `cancelled` state from Slurm. Outputs already made are kept.
+    """
+    if job.is_final:
+        return False
+    status_before = job.status
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+        job.cancel_requested = True
+        if move(job, "cancel", only_from=(S.QUEUED,), finished_at=timezone.now(),
+                error=_("Cancelled before it was submitted.")):
+            audit.record(actor, "job.cancel", target=job, details={"status_before": status_before}, request=request)
+            return True
+        audit.record(actor, "job.cancel", target=job, request=request,
+                     details={"status_before": status_before, "slurm_job_id": job.slurm_job_id})
+        transaction.on_commit(lambda: tasks.enqueue_cancel(job))
+    log.info("job %s: cancel requested", job.id)
+    return True
