@@ -3,19 +3,22 @@
 Plain Python: imports neither Django nor `worker`. Everything the portal needs is exported here;
 the modules behind it are free to change.
 
-    from cluster import ClusterConfig, get_runner, squeue_argv, parse_squeue
-    runner = get_runner(ClusterConfig(host, port, user, private_key=..., known_hosts=...))
-    tasks = parse_squeue(runner.run(squeue_argv(), check=True).stdout, job_ids=["123"])
+    import cluster
+    runner = cluster.runner_for(profile)  # any object with .cluster_config() -> ClusterConfig
+    tasks = cluster.parse_squeue(runner.run(cluster.squeue_argv(), check=True).stdout, job_ids=["123"])
+
+`runner_for` is the portal's one seam to the cluster: call it as `cluster.runner_for(...)`, so a test
+replaces it in one place.
 """
 from .errors import (
     AuthenticationFailed, ClusterError, ClusterUnreachable, CommandFailed, CommandTimedOut,
     HostKeyRejected, PathNotAllowed, RemoteFileError, SlurmError,
 )
 from .paths import check_in_roots, map_path, resolve_remote_in_roots
-from .sbatch import (
-    SbatchSpec, compress_ranges, render_script, time_limit_seconds, validate_gres, validate_mem,
-    validate_time_limit,
+from .resources import (
+    check_slurm_fields, mem_mb, mem_text, time_limit_seconds, validate_gres, validate_mem, validate_time_limit,
 )
+from .sbatch import SbatchSpec, compress_ranges, render_script
 from .slurm import (
     SlurmNode, SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct,
     parse_sacct_exit_codes, parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
@@ -23,7 +26,7 @@ from .slurm import (
     squeue_argv,
 )
 from .ssh import (
-    ClusterConfig, CommandResult, RemoteEntry, SSHRunner, close_all_runners, get_runner,
+    ClusterConfig, CommandResult, RemoteEntry, SSHRunner, close_all_runners, get_runner, runner_for,
 )
 from .states import (
     ACTIVE_STATES, TERMINAL_STATES, base_state, effective_state, is_memory_kill, is_terminal,
@@ -35,7 +38,8 @@ __all__ = [
     "ClusterError", "ClusterUnreachable", "CommandTimedOut", "HostKeyRejected",
     "AuthenticationFailed", "CommandFailed", "RemoteFileError", "SlurmError", "PathNotAllowed",
     # SSH
-    "ClusterConfig", "CommandResult", "RemoteEntry", "SSHRunner", "get_runner", "close_all_runners",
+    "ClusterConfig", "CommandResult", "RemoteEntry", "SSHRunner", "get_runner", "runner_for",
+    "close_all_runners",
     # Slurm commands and output
     "SlurmTask", "SlurmNode", "SlurmPartition", "sbatch_argv", "squeue_argv", "sacct_argv",
     "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv", "scontrol_partitions_argv",
@@ -44,9 +48,11 @@ __all__ = [
     # states
     "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
     "effective_state", "plain_reason", "pending_reason",
+    # what a job asks Slurm for
+    "check_slurm_fields", "validate_time_limit", "validate_mem", "validate_gres", "time_limit_seconds",
+    "mem_mb", "mem_text",
     # batch scripts
-    "SbatchSpec", "render_script", "compress_ranges", "validate_time_limit", "validate_mem",
-    "validate_gres", "time_limit_seconds",
+    "SbatchSpec", "render_script", "compress_ranges",
     # paths
     "check_in_roots", "resolve_remote_in_roots", "map_path",
 ]

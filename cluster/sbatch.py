@@ -23,54 +23,11 @@ import dataclasses
 import re
 import shlex
 
-_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$")
-_MEM = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE)
-_GRES_ITEM = re.compile(r"^[a-z][a-z0-9_]*(:[A-Za-z0-9_.\-]*[A-Za-z_.\-][A-Za-z0-9_.\-]*)?(:\d+)?$")
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+from .resources import check_slurm_fields, validate_mem, validate_slurm_name, validate_time_limit
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SPLITTERS = re.compile(r"hetjob|packjob", re.IGNORECASE)
-
-
-def time_limit_seconds(value: str) -> int:
-    """Seconds in a Slurm time limit: "30" (minutes), "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM[:SS]"."""
-    match = _TIME.match(str(value).strip())
-    if not match:
-        raise ValueError(f"time limit {value!r} is not a Slurm time (e.g. 00:30:00 or 1-12:00:00)")
-    g = [int(x) if x else 0 for x in match.groups()]
-    if match.group(1) is not None:  # days-hours[:minutes[:seconds]]
-        return ((g[0] * 24 + g[1]) * 60 + g[2]) * 60 + g[3]
-    parts = [p for p in match.groups()[4:] if p is not None]
-    if len(parts) == 1:
-        return g[4] * 60  # bare number: minutes
-    if len(parts) == 2:
-        return g[4] * 60 + g[5]  # minutes:seconds
-    return (g[4] * 60 + g[5]) * 60 + g[6]
-
-
-def validate_time_limit(value: str) -> str:
-    """A Slurm time limit that is set and finite. 0 would mean "no limit", and jobs without a limit
-    never start next to a future reservation: every template must set one."""
-    if time_limit_seconds(value) <= 0:
-        raise ValueError(f"time limit {value!r} must be longer than zero")
-    return str(value).strip()
-
-
-def validate_mem(value: str) -> str:
-    """Memory per node as Slurm takes it: a number with an optional K/M/G/T unit (M by default)."""
-    match = _MEM.match(str(value).strip())
-    if not match or int(match.group(1)) <= 0:
-        raise ValueError(f"memory {value!r} must be a positive amount like 4G or 500M")
-    return match.group(1) + match.group(2).upper()
-
-
-def validate_gres(value: str) -> str:
-    """"" (no GPU) or generic resources such as "gpu:h200:1", "gpu:1", "gpu:a100:2,shard:1"."""
-    value = str(value).strip()
-    for item in filter(None, value.split(",")) if value else []:
-        if not _GRES_ITEM.match(item) or item.endswith(":0"):
-            raise ValueError(f"GPU request {value!r} must look like gpu:h200:1 (name[:type][:count])")
-    return value
 
 
 def compress_ranges(indexes: list[int]) -> str:
@@ -126,7 +83,10 @@ def _bind_pair(bind: str) -> tuple[str, str]:
 
 @dataclasses.dataclass(frozen=True)
 class SbatchSpec:
-    """Everything one array job needs; validated when built, so an invalid spec cannot exist."""
+    """Everything one array job needs; validated when built, so an invalid spec cannot exist.
+
+    Its Slurm fields are checked by `cluster.resources.check_slurm_fields`, as a template's are.
+    """
 
     job_name: str
     comment: str
@@ -157,25 +117,18 @@ class SbatchSpec:
             raise ValueError(f"job name must not contain ' (Slurm's accounting cannot look such a "
                              f"name up): {self.job_name!r}")
         _directive_text("comment", self.comment)
-        if not _SLURM_NAME.match(self.partition or ""):
-            raise ValueError(f"partition {self.partition!r} is not a Slurm partition name")
-        for field in ("qos", "reservation", "account"):
-            value = getattr(self, field)
-            if value and not _SLURM_NAME.match(value):
-                raise ValueError(f"{field} {value!r} is not a Slurm name")
-        validate_time_limit(self.time_limit)
-        if self.mem:  # "" leaves memory to the partition's default
-            validate_mem(self.mem)
-        validate_gres(self.gres)
-        if isinstance(self.cpus_per_task, bool) or not isinstance(self.cpus_per_task, int) \
-                or self.cpus_per_task < 1:
-            raise ValueError(f"CPUs per task must be a whole number >= 1, got {self.cpus_per_task!r}")
+        problems = check_slurm_fields(
+            partition=self.partition, qos=self.qos, time_limit=self.time_limit, mem=self.mem,
+            gres=self.gres, cpus_per_task=self.cpus_per_task, array_limit=self.array_limit,
+            container_image=self.container_image)
+        if problems:
+            raise ValueError("; ".join(problems.values()))
+        for field in ("reservation", "account"):
+            if getattr(self, field):
+                validate_slurm_name(field, getattr(self, field))
         if not all(isinstance(i, int) and not isinstance(i, bool) for i in self.array_indexes):
             raise ValueError("array indexes must be whole numbers")
         compress_ranges(self.array_indexes)
-        if self.array_limit is not None and (not isinstance(self.array_limit, int)
-                                             or self.array_limit < 1):
-            raise ValueError(f"array limit must be None or >= 1, got {self.array_limit!r}")
         if "\\" in _path("log folder", self.log_dir):
             raise ValueError("log folder must not contain a backslash (it turns off Slurm's %A/%a "
                              "file name patterns)")
@@ -183,10 +136,8 @@ class SbatchSpec:
         if not self.command or not all(isinstance(a, str) and "\0" not in a for a in self.command):
             raise ValueError("command must be a non-empty list of text arguments without NUL bytes")
         for name, value in self.env.items():
-            if not _ENV_NAME.match(str(name)) or not isinstance(value, str) or "\0" in value:
+            if not _ENV_NAME.fullmatch(str(name)) or not isinstance(value, str) or "\0" in value:
                 raise ValueError(f"environment variable {name!r} has a bad name or value")
-        if self.container_image and ("\0" in self.container_image or "\n" in self.container_image):
-            raise ValueError("container image must be a single line")
         for bind in self.container_binds:
             _bind_pair(bind)
 

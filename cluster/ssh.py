@@ -2,7 +2,9 @@
 
 `SSHRunner` runs argument lists (joined with `shlex.join`, never string-built) and moves files over
 SFTP. `get_runner(config)` keeps ONE open connection per cluster profile for the whole process, so
-a poll costs a channel (a round trip), not a TCP + key exchange + auth handshake.
+a poll costs a channel (a round trip), not a TCP + key exchange + auth handshake;
+`runner_for(profile)` is the same for anything with a `cluster_config()` (the portal's profiles).
+File operations over SFTP live in `cluster._sftp`, mixed into `SSHRunner`.
 
 Trust: host keys come only from the profile's `known_hosts` text, unknown keys are rejected
 (never auto-added), and no agent or ~/.ssh key is ever tried. The private key is never logged
@@ -16,29 +18,26 @@ import dataclasses
 import hashlib
 import logging
 import os
-import posixpath
 import secrets
 import shlex
 import socket
-import stat
 import threading
 import time
-from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import Protocol
 
 import paramiko
 
 from ._batch import batch_line, split_batch
 from ._connect import open_client
-from .errors import (
-    ClusterError, ClusterUnreachable, CommandFailed, CommandTimedOut, RemoteFileError,
-)
+from ._sftp import FileTransfers, RemoteEntry
+from .errors import ClusterUnreachable, CommandFailed, CommandTimedOut
+
+__all__ = ["ClusterConfig", "CommandResult", "RemoteEntry", "SSHRunner", "get_runner", "runner_for",
+           "close_all_runners"]
 
 log = logging.getLogger(__name__)
 
 _BUF = 65536
-_SFTP_TIMEOUT = 120  # seconds one SFTP request may take
-T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,15 +70,6 @@ class CommandResult:
     stderr: str
 
 
-@dataclasses.dataclass(frozen=True)
-class RemoteEntry:
-    name: str
-    path: str
-    type: Literal["dir", "file", "other"]
-    size: int
-    mtime: int
-
-
 def _argv_line(argv: list[str]) -> str:
     if not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
@@ -92,12 +82,12 @@ def _short(line: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-class SSHRunner:
+class SSHRunner(FileTransfers):
     """Runs commands and file transfers on one cluster over one lazily opened SSH connection.
 
     Thread-safe: a lock guards (re)connecting; commands run on their own channels of the shared
-    transport, SFTP calls share one SFTP session under a second lock. `connect_count` counts the SSH
-    connections this runner opened (tests and the bench read it).
+    transport, SFTP calls (`cluster._sftp.FileTransfers`) share one SFTP session under a second
+    lock. `connect_count` counts the SSH connections this runner opened (tests and the bench read it).
     """
 
     def __init__(self, config: ClusterConfig):
@@ -243,145 +233,9 @@ class SSHRunner:
         return [CommandResult(list(argv), code, stdout, stderr)
                 for argv, (code, stdout, stderr) in zip(argvs, split_batch(len(argvs), nonce, rc, out, err))]
 
-    # ---- files ----------------------------------------------------------------------------------
-
-    def _sftp_call(self, what: str, path: str, fn: Callable[[paramiko.SFTPClient], T]) -> T:
-        """Run `fn(sftp)`, retrying once on a fresh connection if the old one had died.
-
-        Every SFTP operation here is safe to repeat (uploads go to a temporary name first).
-        """
-        for attempt in (1, 2):
-            with self._sftp_lock:
-                try:
-                    client = self._live_client()
-                    if self._sftp is None:
-                        self._sftp = client.open_sftp()
-                        # Without a timeout a hung server blocks an SFTP call forever.
-                        self._sftp.get_channel().settimeout(_SFTP_TIMEOUT)
-                    return fn(self._sftp)
-                except ClusterError:
-                    raise
-                except socket.timeout:
-                    self._sftp = None  # a request is still outstanding: the session is out of step
-                    raise CommandTimedOut(f"the cluster did not answer within {_SFTP_TIMEOUT} s "
-                                          f"while trying to {what} {path}") from None
-                except (OSError, EOFError, paramiko.SSHException) as e:
-                    transport = self.transport
-                    if transport is not None and transport.is_active() and isinstance(e, OSError):
-                        raise _file_error(what, path, e) from None
-                    self._drop()
-                    if attempt == 2:
-                        raise ClusterUnreachable(
-                            f"the connection to the cluster at {self.config.address} was lost "
-                            f"while trying to {what} {path}: {e}") from None
-        raise AssertionError("unreachable")
-
-    def put_bytes(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
-        """Write `data` to `remote_path` atomically: a temporary `.part` file, then posix-rename."""
-        def put(sftp: paramiko.SFTPClient) -> None:
-            tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
-            try:
-                with sftp.open(tmp, "wb") as f:
-                    f.set_pipelined(True)
-                    f.write(data)
-                sftp.chmod(tmp, mode)
-                sftp.posix_rename(tmp, remote_path)
-            except BaseException:
-                _remove_quietly(sftp, tmp)
-                raise
-        self._sftp_call("write", remote_path, put)
-
-    def put_file(self, local_path: str, remote_path: str) -> None:
-        """Upload a local file atomically (temporary `.part` name, then posix-rename)."""
-        def put(sftp: paramiko.SFTPClient) -> None:
-            tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
-            try:
-                sftp.put(local_path, tmp)
-                sftp.posix_rename(tmp, remote_path)
-            except BaseException:
-                _remove_quietly(sftp, tmp)
-                raise
-        self._sftp_call("upload to", remote_path, put)
-
-    def get_bytes(self, remote_path: str) -> bytes:
-        def get(sftp: paramiko.SFTPClient) -> bytes:
-            with sftp.open(remote_path, "rb") as f:
-                f.prefetch()
-                return f.read()
-        return self._sftp_call("read", remote_path, get)
-
-    def get_file(self, remote_path: str, local_path: str) -> None:
-        """Download to `local_path`, atomically on the local side too (a reader never sees half a file)."""
-        tmp = f"{local_path}.{secrets.token_hex(4)}.part"
-        try:
-            self._sftp_call("download", remote_path, lambda sftp: sftp.get(remote_path, tmp))
-            os.replace(tmp, local_path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-    def makedirs(self, remote_path: str, mode: int = 0o755) -> None:
-        """`mkdir -p` over SFTP; existing folders are fine, an existing non-folder is an error."""
-        def mkdirs(sftp: paramiko.SFTPClient) -> None:
-            missing = []
-            path = posixpath.normpath(remote_path)
-            while True:
-                try:
-                    if not stat.S_ISDIR(sftp.stat(path).st_mode):
-                        raise OSError(20, "not a folder", path)  # ENOTDIR
-                    break
-                except FileNotFoundError:
-                    missing.append(path)
-                    parent = posixpath.dirname(path)
-                    if parent == path:
-                        break
-                    path = parent
-            for path in reversed(missing):
-                try:
-                    sftp.mkdir(path, mode)
-                except OSError:
-                    if not stat.S_ISDIR(sftp.stat(path).st_mode):  # created by someone else: fine
-                        raise
-        self._sftp_call("create the folder", remote_path, mkdirs)
-
-    def listdir(self, remote_path: str) -> list[RemoteEntry]:
-        """Entries of a folder sorted by name; symlinks resolved by stat, broken ones left out."""
-        def ls(sftp: paramiko.SFTPClient) -> list[RemoteEntry]:
-            entries = []
-            for attr in sftp.listdir_attr(remote_path):
-                path = posixpath.join(remote_path, attr.filename)
-                if stat.S_ISLNK(attr.st_mode or 0):
-                    try:
-                        attr = sftp.stat(path)
-                    except OSError:
-                        continue  # broken link (or target not readable): nothing to show
-                mode = attr.st_mode or 0
-                kind = "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
-                entries.append(RemoteEntry(posixpath.basename(path), path, kind,
-                                           int(attr.st_size or 0), int(attr.st_mtime or 0)))
-            return sorted(entries, key=lambda e: e.name)
-        return self._sftp_call("list", remote_path, ls)
-
-    def realpath(self, remote_path: str) -> str:
-        """The canonical path on the cluster (symlinks resolved, via SFTP's realpath)."""
-        return self._sftp_call("resolve", remote_path, lambda sftp: sftp.normalize(remote_path))
-
     def close(self) -> None:
         """Close the connection; a later call reconnects."""
         self._drop()
-
-
-def _remove_quietly(sftp: paramiko.SFTPClient, path: str) -> None:
-    try:
-        sftp.remove(path)
-    except Exception:  # best effort: the original error is the one worth reporting
-        pass
-
-
-def _file_error(what: str, path: str, e: OSError) -> RemoteFileError:
-    words = {2: "no such file or folder", 13: "permission denied", 20: "not a folder",
-             17: "already exists", 21: "is a folder"}.get(e.errno or 0, e.strerror or str(e))
-    return RemoteFileError(f"cannot {what} {path} on the cluster: {words}", path, e.errno)
 
 
 # ---- the process-wide pool ----------------------------------------------------------------------
@@ -397,6 +251,20 @@ def get_runner(config: ClusterConfig) -> SSHRunner:
         if runner is None:
             runner = _RUNNERS[config.key] = SSHRunner(config)
         return runner
+
+
+class HasClusterConfig(Protocol):
+    """A cluster profile as the portal stores it: anything that can say how to reach its cluster."""
+
+    def cluster_config(self) -> ClusterConfig: ...
+
+
+def runner_for(profile: HasClusterConfig) -> SSHRunner:
+    """The pooled runner of a cluster profile: `get_runner(profile.cluster_config())`.
+
+    The portal's one way to the cluster, so its tests replace `cluster.runner_for` in one place.
+    """
+    return get_runner(profile.cluster_config())
 
 
 def close_all_runners() -> None:

@@ -179,8 +179,9 @@ def test_it_exports_hostile_environment_values_verbatim(tmp_path):
 
 
 @pytest.mark.parametrize("over", [
-    dict(env={"BAD-NAME": "x"}), dict(env={"X": "a\0b"}), dict(command=[]),
-    dict(command=["a\0b"]), dict(partition="gpu;rm"), dict(qos="a b"), dict(cpus_per_task=0),
+    dict(env={"BAD-NAME": "x"}), dict(env={"X\n": "x"}), dict(env={"X": "a\0b"}), dict(command=[]),
+    dict(command=["a\0b"]), dict(partition="gpu;rm"), dict(partition="gpu\n"), dict(qos="a b"),
+    dict(gres="gpu:1\n,gpu:2"), dict(container_image="a\rb"), dict(cpus_per_task=0),
     dict(cpus_per_task=True), dict(array_indexes=[]), dict(array_indexes=[-1]),
     dict(array_limit=0), dict(log_dir="relative/logs"), dict(workdir=""), dict(job_name=""),
     dict(container_binds=["/a:/b:/c"]), dict(container_binds=["/a,b"]), dict(time_limit=""),

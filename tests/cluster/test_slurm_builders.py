@@ -51,7 +51,7 @@ def test_it_builds_scancel_and_sinfo():
     assert scontrol_partitions_argv() == ["scontrol", "show", "partition", "--oneliner"]
 
 
-@pytest.mark.parametrize("bad", ["12;rm", "-1", "12,13", "", "12 13", "abc", "12_"])
+@pytest.mark.parametrize("bad", ["12;rm", "-1", "12,13", "", "12 13", "abc", "12_", "12\n"])
 def test_it_refuses_what_is_not_a_job_id(bad):
     with pytest.raises(ValueError):
         squeue_argv([bad])

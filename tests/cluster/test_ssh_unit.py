@@ -4,6 +4,8 @@ import subprocess
 
 import paramiko
 import pytest
+
+import cluster
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
@@ -105,6 +107,31 @@ def test_it_pools_one_runner_per_profile_identity():
         close_all_runners()
     assert get_runner(cfg) is not None
     close_all_runners()
+
+
+class FakeProfile:
+    """Stands in for the portal's ClusterProfile: only `cluster_config()` is asked for."""
+
+    def __init__(self, cfg: ClusterConfig):
+        self.cfg, self.asked = cfg, 0
+
+    def cluster_config(self) -> ClusterConfig:
+        self.asked += 1
+        return self.cfg
+
+
+def test_it_gives_a_profile_its_pooled_runner():
+    cfg = config()
+    profile = FakeProfile(cfg)
+    try:
+        runner = cluster.runner_for(profile)
+        assert isinstance(runner, SSHRunner) and runner.config == cfg and profile.asked == 1
+        assert runner is get_runner(cfg)
+        assert cluster.runner_for(FakeProfile(ClusterConfig(**{**cfg.__dict__}))) is runner
+        assert cluster.runner_for(FakeProfile(config())) is not runner
+        assert runner.connect_count == 0  # connecting waits for the first command
+    finally:
+        close_all_runners()
 
 
 class LocalBash(SSHRunner):

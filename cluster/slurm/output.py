@@ -1,29 +1,7 @@
-"""Slurm commands as argument lists, and pure parsers of their output (Slurm 22.05, OpenAPI v0.0.38).
+"""Pure parsers of Slurm 22.05's output (OpenAPI v0.0.38) and the records they return.
 
-Nothing here talks to the cluster: builders return argv lists for `SSHRunner.run`/`run_batch`,
-parsers take the text those commands printed. See `cluster.states` for the watching rule (a job gone
-from squeue is never assumed successful: sacct decides; unknown to both means lost).
-
-Traps of 22.05's JSON, all seen on the real cluster (samples in tests/cluster/samples/):
-
-- `squeue --json` IGNORES every filter (--jobs, --user, --states): it prints every job slurmctld
-  holds, other users' too, and finished ones until MinJobAge. `parse_squeue(..., job_ids=...)`
-  filters. The filters are still passed, for versions that honour them.
-- `sacct --json` LOSES exit codes: any normal exit is dumped as {"status": "SUCCESS",
-  "return_code": 0}, exit 3 included (the WIFEXITED branch never sets the code); signals survive.
-  Run `sacct_exit_codes_argv` (plain `sacct -P`) alongside and pass its output to `parse_sacct`.
-  Without it, a FAILED task whose JSON says SUCCESS gets exit_code None (unknown), never 0.
-- squeue's `exit_code` is a raw wait status: 768 is exit 3, 9 is SIGKILL, 15 SIGTERM.
-- A pending array is ONE record: squeue `array_task_string` "2-3" or "1-3%1"; sacct `array.task`
-  a hex bitmap "0xC" (bits 2 and 3) with `task_id` null. Both are expanded into one task per index.
-- The last task of an array to start reuses the array's own job id (33_3 runs as job 33).
-- squeue's `end_time` of a running job is the projected end (start + time limit), not an end.
-- sacct with no job ids lists only jobs since midnight: lookups by name pass --starttime.
-- sacct reports "Nothing found" (error 9003) as an error entry, not as an empty list.
-- sacct `nodes` is "None assigned" for a task that never ran.
-- slurmdbd stores a `"` in a job NAME as a backtick (comments are kept as they are): sacct's name
-  of `say "hi"` is "say `hi`" (`--name` still finds it). `find_job_by_name` compares accordingly.
-  A name with a `'` is never found by `sacct --name`: SbatchSpec and sacct_argv refuse it.
+Each parser takes the text a command of `cluster.slurm.commands` printed; see `cluster.slurm` for
+the traps of 22.05's JSON that they work around.
 """
 from __future__ import annotations
 
@@ -32,98 +10,13 @@ import json
 import re
 from typing import Any
 
-from .errors import SlurmError
-from .sbatch import compress_ranges
-from .states import base_state, is_terminal
+from ..errors import SlurmError
+from ..sbatch import compress_ranges
+from ..states import base_state, is_terminal
+from .commands import checked_job_ids
 
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _NOTHING_FOUND = 9003  # ESLURM_REST_EMPTY_RESULT: an empty answer, not a failure
 _MAX_EXPANDED = 1_000_000  # refuse to expand absurd ranges into memory
-
-
-def _job_ids(job_ids: list[str] | None) -> list[str]:
-    ids = [str(j) for j in (job_ids or [])]
-    for job_id in ids:
-        if not _JOB_ID.match(job_id):
-            raise ValueError(f"not a Slurm job id: {job_id!r} (expected 123 or 123_4)")
-    return ids
-
-
-def _name_value(what: str, value: str) -> str:
-    # Slurm splits these option values on commas, and a newline would end up in the query.
-    if not value or any(c in value for c in ",\n\r\0"):
-        raise ValueError(f"{what} must be non-empty, without commas or newlines: {value!r}")
-    return value
-
-
-# ---- builders -----------------------------------------------------------------------------------
-
-def sbatch_argv(script_path: str | None = None, extra: list[str] | None = None) -> list[str]:
-    """`sbatch --parsable [extra...] [SCRIPT]`; without a path sbatch reads the script from stdin."""
-    argv = ["sbatch", "--parsable", *(extra or [])]
-    if script_path is not None:
-        if not script_path or script_path.startswith("-"):
-            raise ValueError(f"not a script path: {script_path!r}")
-        argv.append(script_path)
-    return argv
-
-
-def squeue_argv(job_ids: list[str] | None = None, user: str | None = None) -> list[str]:
-    """`squeue --json` (22.05 ignores the filters: see the module docstring)."""
-    argv = ["squeue", "--json"]
-    if job_ids:
-        argv.append("--jobs=" + ",".join(_job_ids(job_ids)))
-    if user:
-        argv.append("--user=" + _name_value("user", user))
-    return argv
-
-
-def sacct_argv(job_ids: list[str] | None = None, name: str | None = None, user: str | None = None,
-               start: str | None = None) -> list[str]:
-    """`sacct --json` for jobs by id and/or job name.
-
-    Without job ids sacct only looks back to midnight, so a lookup by name defaults to
-    `--starttime=now-7days` (a submission retried just after midnight must still find its job).
-    """
-    argv = ["sacct", "--json"]
-    if job_ids:
-        argv.append("--jobs=" + ",".join(_job_ids(job_ids)))
-    if name is not None:
-        if "'" in name:  # slurmdbd never matches such a name (seen on 22.05)
-            raise ValueError(f"sacct cannot look up a job name containing ': {name!r}")
-        argv.append("--name=" + _name_value("job name", name))
-    if user:
-        argv.append("--user=" + _name_value("user", user))
-    if start is None and not job_ids:
-        start = "now-7days"
-    if start:
-        argv.append("--starttime=" + _name_value("start time", start))
-    return argv
-
-
-def sacct_exit_codes_argv(job_ids: list[str]) -> list[str]:
-    """`sacct -P` of JobIDRaw and ExitCode, the exit codes 22.05's JSON loses (see parse_sacct)."""
-    if not job_ids:
-        raise ValueError("sacct_exit_codes_argv needs at least one job id")
-    return ["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobIDRaw,ExitCode",
-            "--jobs=" + ",".join(_job_ids(job_ids))]
-
-
-def scancel_argv(job_ids: list[str]) -> list[str]:
-    """`scancel ID...` (an array's id cancels all its tasks; `123_4` cancels one task)."""
-    if not job_ids:
-        raise ValueError("scancel_argv needs at least one job id")
-    return ["scancel", *_job_ids(job_ids)]
-
-
-def sinfo_argv() -> list[str]:
-    return ["sinfo", "--json"]
-
-
-def scontrol_partitions_argv() -> list[str]:
-    """Every partition, one line each. 22.05's scontrol has no --json; sinfo --json lists only
-    nodes, so a partition without nodes (or its state and time limit) is seen only here."""
-    return ["scontrol", "show", "partition", "--oneliner"]
 
 
 # ---- parsed records -----------------------------------------------------------------------------
@@ -332,7 +225,7 @@ def parse_sbatch_parsable(stdout: str) -> str:
 
 def parse_squeue(json_text: str, job_ids: list[str] | None = None) -> list[SlurmTask]:
     """Tasks in `squeue --json` output, collapsed pending arrays expanded; only `job_ids` if given."""
-    wanted = set(_job_ids(job_ids)) if job_ids else None
+    wanted = set(checked_job_ids(job_ids)) if job_ids else None
     tasks: list[SlurmTask] = []
     for rec in _records(_load(json_text, "squeue")):
         array_id = _num(rec.get("array_job_id")) or 0

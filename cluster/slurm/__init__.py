@@ -1,0 +1,43 @@
+"""Slurm 22.05: commands as argument lists (`commands`), pure parsers of their output (`output`).
+
+Nothing here talks to the cluster: builders return argv lists for `SSHRunner.run`/`run_batch`,
+parsers take the text those commands printed. See `cluster.states` for the watching rule (a job gone
+from squeue is never assumed successful: sacct decides; unknown to both means lost).
+
+Traps of 22.05's JSON, all seen on the real cluster (samples in tests/cluster/samples/):
+
+- `squeue --json` IGNORES every filter (--jobs, --user, --states): it prints every job slurmctld
+  holds, other users' too, and finished ones until MinJobAge. `parse_squeue(..., job_ids=...)`
+  filters. The filters are still passed, for versions that honour them.
+- `sacct --json` LOSES exit codes: any normal exit is dumped as {"status": "SUCCESS",
+  "return_code": 0}, exit 3 included (the WIFEXITED branch never sets the code); signals survive.
+  Run `sacct_exit_codes_argv` (plain `sacct -P`) alongside and pass its output to `parse_sacct`.
+  Without it, a FAILED task whose JSON says SUCCESS gets exit_code None (unknown), never 0.
+- squeue's `exit_code` is a raw wait status: 768 is exit 3, 9 is SIGKILL, 15 SIGTERM.
+- A pending array is ONE record: squeue `array_task_string` "2-3" or "1-3%1"; sacct `array.task`
+  a hex bitmap "0xC" (bits 2 and 3) with `task_id` null. Both are expanded into one task per index.
+- The last task of an array to start reuses the array's own job id (33_3 runs as job 33).
+- squeue's `end_time` of a running job is the projected end (start + time limit), not an end.
+- sacct with no job ids lists only jobs since midnight: lookups by name pass --starttime.
+- sacct reports "Nothing found" (error 9003) as an error entry, not as an empty list.
+- sacct `nodes` is "None assigned" for a task that never ran.
+- slurmdbd stores a `"` in a job NAME as a backtick (comments are kept as they are): sacct's name
+  of `say "hi"` is "say `hi`" (`--name` still finds it). `find_job_by_name` compares accordingly.
+  A name with a `'` is never found by `sacct --name`: SbatchSpec and sacct_argv refuse it.
+"""
+from .commands import (
+    sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv,
+    squeue_argv,
+)
+from .output import (
+    SlurmNode, SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct,
+    parse_sacct_exit_codes, parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
+)
+
+__all__ = [
+    "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv",
+    "scontrol_partitions_argv",
+    "SlurmTask", "SlurmNode", "SlurmPartition", "parse_sbatch_parsable", "parse_squeue", "parse_sacct",
+    "parse_sacct_exit_codes", "parse_sinfo", "parse_scontrol_partitions", "gres_gpu_types",
+    "find_job_by_name", "expand_array_range",
+]
