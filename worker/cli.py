@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from .engines.base import ENGINE_NAMES
+from .choices import ENGINE_NAMES, FACE_SELECTORS
 from .errors import WorkerError
-from .manifest import FACE_SELECTORS, EngineOptions
+from .manifest import EngineOptions
 
 log = logging.getLogger("worker")
 
@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="process one array task of a job manifest")
     run.add_argument("--manifest", required=True, help="path of the job's manifest.json")
     run.add_argument("--task-index", type=int, default=None, help="chunk to process (default: $SLURM_ARRAY_TASK_ID)")
-    # Tests only (hidden): allocate and hold N MB first, to exceed the task's memory limit.
+    # TESTS ONLY (hidden): grow to N MB and hold it until killed, to exceed the task's memory limit.
     run.add_argument("--test-allocate-mb", type=int, default=None, help=argparse.SUPPRESS)
     _model_args(run)
 

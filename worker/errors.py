@@ -5,8 +5,9 @@ WorkerError
  ├── ModelError           a model file is missing, corrupt or cannot be loaded
  ├── EngineUnavailable    an engine's packages are not installed on this node
  ├── SourceError          no usable face in the source image(s)
- └── TargetError          one target cannot be processed (bad file, too large, ffmpeg failed, ...)
-      └── NoFaceFound     the target has no face (not a failure: output is the unchanged input)
+ ├── TargetError          one target cannot be processed (bad file, too large, ffmpeg failed, ...)
+ │    └── NoFaceFound     the target has no face (not a failure: output is the unchanged input)
+ └── testhooks.MemoryHookNotKilled   TESTS ONLY: the memory hook was not killed within its bound
 """
 
 

@@ -31,6 +31,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .errors import TargetError
+from .manifest import output_name_for_video  # noqa: F401 - the naming rule lives with the manifest
 
 FFMPEG = "ffmpeg"
 FFPROBE = "ffprobe"
@@ -44,13 +45,6 @@ VIDEO_FORMATS = frozenset({
     "mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts", "mpeg", "flv", "asf",
 })
 AAC_ARGS = ["-c:a", "aac", "-b:a", "192k"]
-
-
-def output_name_for_video(name: str) -> str:
-    """The output name for a video target: `.webm` becomes `.mp4` (H.264 cannot go into WebM);
-    `.mp4`, `.mov` and `.mkv` keep their name. Two targets `a.webm` and `a.mp4` would collide."""
-    p = PurePosixPath(name)
-    return str(p.with_suffix(".mp4")) if p.suffix.lower() == ".webm" else name
 
 
 def container_for(name: str) -> str:

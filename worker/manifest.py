@@ -17,7 +17,9 @@ A manifest is a JSON file written by the portal next to the job's inputs:
 Relative paths in `sources`, `targets[].path` and `output_dir` are resolved against the manifest's
 own folder, so a staged job folder can move as a whole. Outputs are written to
 `<output_dir>/outputs/<targets[i].output>`; progress records to `<output_dir>/progress/` (see
-`worker.progress`).
+`worker.progress`; the folder names are `worker.layout`'s).
+
+This module imports no numpy, OpenCV or onnxruntime: the portal imports it.
 """
 from __future__ import annotations
 
@@ -25,15 +27,13 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, get_args
+from typing import Any
 
-from .engines.base import ENGINE_NAMES
+from .choices import ENGINE_NAMES, FACE_SELECTORS, FaceSelector  # noqa: F401 - FaceSelector re-exported
 from .errors import ManifestError
+from .layout import OutputFolder
 
 MANIFEST_VERSION = 1
-
-FaceSelector = Literal["many", "one", "reference"]
-FACE_SELECTORS: tuple[str, ...] = get_args(FaceSelector)
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm")
@@ -90,12 +90,16 @@ class Manifest:
 
     # -- derived paths -------------------------------------------------------------------------
     @property
+    def output_folder(self) -> OutputFolder:
+        return OutputFolder(self.output_dir)
+
+    @property
     def outputs_dir(self) -> Path:
-        return Path(self.output_dir) / "outputs"
+        return Path(self.output_folder.outputs)
 
     @property
     def progress_dir(self) -> Path:
-        return Path(self.output_dir) / "progress"
+        return Path(self.output_folder.progress)
 
     def output_path(self, target_index: int) -> Path:
         return self.outputs_dir / self.targets[target_index].output
@@ -237,10 +241,15 @@ def check_output_name(name: Any, what: str = "output name") -> None:
 def default_output_name(target_path: str) -> str:
     """The output's name for a target: its file name, except videos whose container cannot hold
     H.264 (WebM) are written as .mp4."""
-    from .ffmpeg import output_name_for_video
-
     name = PurePosixPath(target_path).name
     return output_name_for_video(name) if name.lower().endswith(VIDEO_EXTENSIONS) else name
+
+
+def output_name_for_video(name: str) -> str:
+    """The output name for a video target: `.webm` becomes `.mp4` (H.264 cannot go into WebM);
+    `.mp4`, `.mov` and `.mkv` keep their name. Two targets `a.webm` and `a.mp4` would collide."""
+    p = PurePosixPath(name)
+    return str(p.with_suffix(".mp4")) if p.suffix.lower() == ".webm" else name
 
 
 def make_chunks(n_targets: int, chunk_size: int) -> list[list[int]]:

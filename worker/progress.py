@@ -1,8 +1,8 @@
 """Progress records: the stable contract between the worker and the portal.
 
-Each array task keeps ONE JSON file, `<output_dir>/progress/task-<N>.json`, rewritten atomically
-(temp file in the same folder + rename) after every target and every `video_progress_every`
-frames, so a reader always sees a whole, valid document:
+Each array task keeps ONE JSON file, `<output_dir>/progress/task-<N>.json` (`worker.layout`),
+rewritten atomically (temp file in the same folder + rename) after every target and every
+`video_progress_every` frames, so a reader always sees a whole, valid document:
 
     {
       "version": 1,
@@ -16,14 +16,23 @@ frames, so a reader always sees a whole, valid document:
         {"index": 9, "target": "/abs/in/a.jpg", "output": "a.jpg",
          "status": "done" | "failed" | "no_face" | "skipped" | "running",
          "faces_found": 2, "faces_swapped": 2, "seconds": 0.41, "message": "",
-         "frames_done": null, "frames_total": null}
+         "frames_done": null, "frames_total": null, "stopped_by_task_end": false}
       ]
     }
 
-Target statuses: `done` (output written), `no_face` (no face matched: output is the unchanged
-input, counts as success), `skipped` (output already present from an earlier attempt), `failed`
-(no output; `message` says why in plain words), `running` (in progress, videos report frames).
+Target statuses (`worker.choices.TargetStatus`): `done` (output written), `no_face` (no face
+matched: output is the unchanged input, counts as success), `skipped` (output already present from
+an earlier attempt), `failed` (no output; `message` says why in plain words), `running` (in
+progress, videos report frames).
+
+`stopped_by_task_end` is true on a `failed` target that did not fail for its own reasons: its TASK
+was stopped (SIGTERM at the time limit, `scancel`, pre-emption) while the target was running. Such
+a target may succeed when run again (the portal retries it); `message` is for people only and its
+wording may change. Records written before the field existed carry no flag; `TaskProgress.from_dict`
+sets it for them from the message they began with (`STOPPED_BY_TASK_END`).
+
 Readers must ignore fields they do not know (new fields may be added without a version bump).
+This module imports no numpy, OpenCV or onnxruntime: the portal imports it.
 """
 from __future__ import annotations
 
@@ -33,14 +42,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
+
+from .choices import SUCCESS_STATUSES, TARGET_STATUSES, TargetStatus  # noqa: F401 - re-exported
+from .layout import PROGRESS_RECORD_GLOB, progress_record_name
 
 PROGRESS_VERSION = 1
-
-TargetStatus = Literal["done", "failed", "no_face", "skipped", "running"]
-TARGET_STATUSES: tuple[str, ...] = get_args(TargetStatus)
-#: statuses that count as a successful target (the task's exit code stays 0)
-SUCCESS_STATUSES = frozenset({"done", "no_face", "skipped"})
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -59,8 +66,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-#: how the message of a target record begins when the target failed because its TASK was stopped
-#: (time limit, cancel), not for its own reasons; the portal retries such targets (jobs.retry)
+#: the message of a target stopped with its task (`stopped_by_task_end`). Records from before that
+#: flag existed are recognised by a message beginning with these words; nothing else may rely on them.
 STOPPED_BY_TASK_END = "stopped before this target finished"
 
 
@@ -76,10 +83,30 @@ class TargetRecord:
     message: str = ""
     frames_done: int | None = None
     frames_total: int | None = None
+    #: the target failed because its task was stopped (time limit, cancel), not for its own reasons
+    stopped_by_task_end: bool = False
 
     @property
     def ok(self) -> bool:
         return self.status in SUCCESS_STATUSES
+
+    def stop_with_task(self, seconds: float) -> None:
+        """Record that the task was stopped while this target ran: failed, flagged, with a message."""
+        self.status = "failed"
+        self.stopped_by_task_end = True
+        self.message = STOPPED_BY_TASK_END + ": the task hit its time limit or was cancelled"
+        self.seconds = seconds
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TargetRecord":
+        """Lenient: unknown fields are ignored, missing ones defaulted. A record of an older worker
+        (no `stopped_by_task_end` field) is flagged when its message says it was stopped."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        rec = cls(**known)
+        if "stopped_by_task_end" not in data and rec.status == "failed" and \
+                isinstance(rec.message, str) and rec.message.startswith(STOPPED_BY_TASK_END):
+            rec.stopped_by_task_end = True
+        return rec
 
 
 @dataclass
@@ -101,8 +128,7 @@ class TaskProgress:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TaskProgress":
         """Lenient reader for the portal: unknown fields are ignored, missing ones defaulted."""
-        known_t = set(TargetRecord.__dataclass_fields__)
-        targets = [TargetRecord(**{k: v for k, v in t.items() if k in known_t}) for t in data.get("targets", [])]
+        targets = [TargetRecord.from_dict(t) for t in data.get("targets", [])]
         known = set(cls.__dataclass_fields__) - {"targets"}
         return cls(**{k: v for k, v in data.items() if k in known}, targets=targets)
 
@@ -115,7 +141,7 @@ class ProgressWriter:
     """Owns one task's progress file; every change is written through at once (atomically)."""
 
     def __init__(self, progress_dir: Path, progress: TaskProgress):
-        self.path = Path(progress_dir) / f"task-{progress.task_index}.json"
+        self.path = Path(progress_dir) / progress_record_name(progress.task_index)
         self.progress = progress
 
     def flush(self) -> None:
@@ -135,6 +161,6 @@ class ProgressWriter:
 def read_progress_dir(progress_dir: Path) -> list[TaskProgress]:
     """All task records under a progress folder (for tests and the shared-filesystem portal path)."""
     out = []
-    for p in sorted(Path(progress_dir).glob("task-*.json")):
+    for p in sorted(Path(progress_dir).glob(PROGRESS_RECORD_GLOB)):
         out.append(TaskProgress.loads(p.read_text(encoding="utf-8")))
     return out

@@ -9,13 +9,12 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from .engines import load_engine
 from .errors import ManifestError, WorkerError
 from .manifest import Manifest
 from .process import build_swapper, process_target
-from .progress import STOPPED_BY_TASK_END, ProgressWriter, TargetRecord, TaskProgress
+from .progress import ProgressWriter, TargetRecord, TaskProgress
 from .signals import Terminated
 
 log = logging.getLogger("worker.run")
@@ -32,8 +31,8 @@ class TaskConfig:
     models_dir: str | None
     registry_path: str | None
     tmp_root: str | None
-    #: TESTS ONLY: MB to allocate and hold before processing ($FFP_TEST_ALLOCATE_MB or the hidden
-    #: --test-allocate-mb), so a test can make a task exceed its memory limit. 0: nothing.
+    #: TESTS ONLY: MB to grow to and hold, instead of processing, until the task is killed
+    #: ($FFP_TEST_ALLOCATE_MB or the hidden --test-allocate-mb; see worker.testhooks). 0: nothing.
     test_allocate_mb: int = 0
 
     @classmethod
@@ -68,18 +67,6 @@ def _whole(raw) -> int:
         return 0
 
 
-#: how long the test allocation is held: Slurm samples memory every second and kills within ~2 s
-TEST_ALLOCATE_HOLD_SECONDS = 10.0
-
-
-def _test_allocate(mb: int) -> bytes:
-    """TESTS ONLY: allocate and touch `mb` MB, hold it long enough for Slurm's memory sampler."""
-    log.warning("test option: allocating %d MB before processing (FFP_TEST_ALLOCATE_MB)", mb)
-    ballast = b"\x01" * (mb << 20)  # bytes of a non-zero value: every page is written, so resident
-    time.sleep(TEST_ALLOCATE_HOLD_SECONDS)
-    return ballast
-
-
 def run_task(cfg: TaskConfig) -> int:
     m = cfg.manifest
     chunk = m.chunk(cfg.task_index)
@@ -87,7 +74,6 @@ def run_task(cfg: TaskConfig) -> int:
     writer = ProgressWriter(m.progress_dir, progress)
     m.outputs_dir.mkdir(parents=True, exist_ok=True)
     writer.flush()  # "task started" is visible to the portal before the (slow) model load
-    ballast = _test_allocate(cfg.test_allocate_mb) if cfg.test_allocate_mb else b""  # noqa: F841 - held
 
     registry = None
     if cfg.registry_path:
@@ -96,6 +82,10 @@ def run_task(cfg: TaskConfig) -> int:
         registry = load_registry(cfg.registry_path)
     t0 = time.perf_counter()
     try:
+        if cfg.test_allocate_mb:
+            from .testhooks import hold_memory_until_killed
+
+            hold_memory_until_killed(cfg.test_allocate_mb)  # TESTS ONLY; returns only by raising
         engine = load_engine(m.engine.name, cfg.models_dir, registry)
         swapper = build_swapper(engine, list(m.sources), m.engine)
     except WorkerError as exc:
@@ -131,9 +121,7 @@ def run_task(cfg: TaskConfig) -> int:
             outcome = process_target(swapper, target.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root)
         except Terminated:
             # Slurm's SIGTERM (time limit, scancel): leave a truthful record, then let the exit happen.
-            rec.status = "failed"
-            rec.message = STOPPED_BY_TASK_END + ": the task hit its time limit or was cancelled"
-            rec.seconds = round(time.perf_counter() - t1, 3)
+            rec.stop_with_task(seconds=round(time.perf_counter() - t1, 3))
             writer.finish()
             raise
         rec.status, rec.message = outcome.status, outcome.message

@@ -2,7 +2,14 @@
 import json
 import os
 
-from worker.progress import ProgressWriter, TargetRecord, TaskProgress, atomic_write_text, read_progress_dir
+from worker.progress import (
+    STOPPED_BY_TASK_END,
+    ProgressWriter,
+    TargetRecord,
+    TaskProgress,
+    atomic_write_text,
+    read_progress_dir,
+)
 
 
 def test_it_writes_a_whole_document_after_every_change(tmp_path):
@@ -34,3 +41,30 @@ def test_it_leaves_the_old_file_when_a_write_fails(tmp_path):
         pass
     assert path.read_text() == "old"
     assert os.listdir(tmp_path) == ["task-0.json"]
+
+
+def test_it_flags_a_target_stopped_with_its_task_and_keeps_the_flag_through_json(tmp_path):
+    w = ProgressWriter(tmp_path, TaskProgress(job="j", task_index=0))
+    rec = w.start_target(TargetRecord(index=0, target="/in/v.mp4", output="v.mp4"))
+    rec.stop_with_task(seconds=12.5)
+    w.finish()
+    doc = json.loads((tmp_path / "task-0.json").read_text())["targets"][0]
+    assert doc["status"] == "failed" and doc["stopped_by_task_end"] is True
+    assert "time limit or was cancelled" in doc["message"]
+    [back] = read_progress_dir(tmp_path)
+    assert back.targets[0].stopped_by_task_end and not back.targets[0].ok
+
+
+def test_it_flags_an_older_workers_stopped_record_from_its_message():
+    old = {"index": 0, "target": "t", "output": "o", "status": "failed",
+           "message": STOPPED_BY_TASK_END + ": the task hit its time limit or was cancelled"}
+    own_failure = {"index": 1, "target": "t", "output": "o", "status": "failed", "message": "t is truncated"}
+    p = TaskProgress.from_dict({"job": "j", "task_index": 0, "targets": [old, own_failure]})
+    assert [t.stopped_by_task_end for t in p.targets] == [True, False]
+
+
+def test_it_trusts_the_flag_over_the_message_when_both_are_there():
+    rec = {"index": 0, "target": "t", "output": "o", "status": "failed", "stopped_by_task_end": False,
+           "message": STOPPED_BY_TASK_END + " (a message that happens to start the same way)"}
+    [t] = TaskProgress.from_dict({"job": "j", "task_index": 0, "targets": [rec]}).targets
+    assert t.stopped_by_task_end is False

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 
+from ..choices import ENGINE_NAMES
 from ..errors import ModelError
-from .base import ENGINE_NAMES, Engine, Face, Identity
+from .base import Engine, Face, Identity
 
 __all__ = ["ENGINE_NAMES", "Engine", "Face", "Identity", "load_engine", "resolve_engine_name"]
 

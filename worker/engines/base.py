@@ -6,12 +6,11 @@ Images are numpy uint8 arrays in OpenCV's BGR order, shape (H, W, 3), C-contiguo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, get_args
+from typing import Protocol
 
 import numpy as np
 
-EngineName = Literal["auto", "classic", "insightface"]
-ENGINE_NAMES: tuple[str, ...] = get_args(EngineName)
+from ..choices import ENGINE_NAMES, EngineName  # noqa: F401 - re-exported for the engines
 
 
 @dataclass
