@@ -1,4 +1,4 @@
-"""The live pages' JSON fallback (what static/js/live.js polls when WebSockets cannot connect), and
+"""The live pages' JSON fallback (what static/js/live/ polls when WebSockets cannot connect), and
 the hooks the script needs on the server-rendered pages."""
 import json
 
@@ -99,7 +99,7 @@ def test_the_job_page_carries_what_the_live_script_needs(client, owner, job):
     assert f'data-live-url="{reverse("job-live", args=[job.id])}"' in body
     assert 'id="job-status"' in body and 'id="job-progress"' in body and 'id="cluster-banner"' in body
     assert 'data-task-index="1"' in body and 'data-target-index="0"' in body
-    assert "js/live.js" in body and 'id="live-strings"' in body
+    assert '<script type="module" src="/static/js/live/main.js">' in body and 'id="live-strings"' in body
     # the words the script writes, with {placeholders} for its numbers
     assert "<strong>{done}</strong> of {total} done" in body and "{n} failed" in body
     assert 'data-key="job:completed">completed<' in body and 'data-key="target:no_face">no face found<' in body
@@ -122,6 +122,8 @@ def test_the_job_list_carries_what_the_live_script_needs(client, owner, job):
     assert 'data-ws-path="/ws/jobs/"' in body and f'data-live-url="{reverse("jobs-live")}"' in body
     assert f'data-job-id="{job.id}"' in body and 'class="job-status"' in body and "job-progress" in body
     assert "{done} / {total}" in body
+    assert '<script type="module" src="/static/js/live/main.js">' in body and 'id="live-strings"' in body
+    assert 'data-final-statuses="completed partially_failed failed cancelled lost"' in body
 
 
 def test_the_snapshots_are_plain_json(client, owner, job):

@@ -1,8 +1,12 @@
 """What the live pages' script needs from the server, in the reader's language.
 
 `{% load live %}{% live_status_labels as labels %}`: every job and target status with its label
-(the models' own choices, translated for this request), so static/js/live.js never shows a label
+(the models' own choices, translated for this request), so static/js/live/ never shows a label
 in the watcher's language (it sends events without a request, so without the reader's language).
+
+The other tags hand the script the server's own lists and mappings (final and failed statuses,
+video extensions, task badge colours, the WebSocket's refusal codes) as data-* attributes or a
+json_script block, so the script never keeps a second copy that could drift from the server's.
 """
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from django import template
 
 from worker.manifest import VIDEO_EXTENSIONS
 
+from jobs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.models.job import FINAL_STATUSES, JobStatus, TargetStatus
+from jobs.web.templatetags.portal import FAILED_JOB_STATUSES, TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES
 
 register = template.Library()
 
@@ -28,5 +34,24 @@ def live_final_statuses() -> str:
 
 
 @register.simple_tag
+def live_failed_statuses() -> str:
+    """The job statuses whose error is shown as bad news, space-separated (a data attribute)."""
+    return " ".join(str(s) for s in FAILED_JOB_STATUSES)
+
+
+@register.simple_tag
 def live_video_extensions() -> str:
     return " ".join(VIDEO_EXTENSIONS)
+
+
+@register.simple_tag
+def live_task_state_classes() -> dict:
+    """The `task_state_class` filter as data, for `|json_script`: `states` maps a Slurm state to its
+    badge colour, `other` is the colour of every state not listed."""
+    return {"states": dict(TASK_STATE_CLASSES), "other": TASK_STATE_CLASS_OTHER}
+
+
+@register.simple_tag
+def live_close_codes() -> dict:
+    """The codes the live consumers close a WebSocket with when they refuse it (for data-* attributes)."""
+    return {"unauthenticated": CLOSE_UNAUTHENTICATED, "not_found": CLOSE_NOT_FOUND}

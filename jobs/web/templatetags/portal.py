@@ -5,7 +5,24 @@ from django import template
 
 from worker.manifest import VIDEO_EXTENSIONS
 
+from jobs.models.job import JobStatus
+
 register = template.Library()
+
+#: A task's badge colour (the CSS class `task-<colour>`) for each Slurm state that is not a failure.
+#: The one definition: the server's page uses it through `task_state_class`, the live script gets
+#: it from the page (`{% live_task_state_classes %}`), so both always colour a state alike.
+TASK_STATE_CLASSES = {
+    "COMPLETED": "ok",
+    "RUNNING": "running", "COMPLETING": "running", "CONFIGURING": "running",
+    "PENDING": "waiting", "REQUEUED": "waiting", "SUSPENDED": "waiting", "RESIZING": "waiting",
+    "CANCELLED": "muted", "PREEMPTED": "muted",
+}
+#: every other state (FAILED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, ...) went wrong
+TASK_STATE_CLASS_OTHER = "bad"
+
+#: the job statuses whose `error` is bad news (a red notice); any other status's is information
+FAILED_JOB_STATUSES = (JobStatus.PARTIALLY_FAILED, JobStatus.FAILED, JobStatus.LOST)
 
 
 @register.filter
@@ -22,16 +39,13 @@ def duration(seconds) -> str:
 @register.filter
 def task_state_class(state: str) -> str:
     """A badge colour for a Slurm task state."""
-    state = (state or "").upper()
-    if state == "COMPLETED":
-        return "ok"
-    if state in ("RUNNING", "COMPLETING", "CONFIGURING"):
-        return "running"
-    if state in ("PENDING", "REQUEUED", "SUSPENDED", "RESIZING"):
-        return "waiting"
-    if state in ("CANCELLED", "PREEMPTED"):
-        return "muted"
-    return "bad"
+    return TASK_STATE_CLASSES.get((state or "").upper(), TASK_STATE_CLASS_OTHER)
+
+
+@register.filter
+def job_notice_class(status: str) -> str:
+    """The notice style of a job's error text: bad news once the job failed, information otherwise."""
+    return "notice-bad" if status in FAILED_JOB_STATUSES else "notice-info"
 
 
 @register.filter

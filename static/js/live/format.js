@@ -1,0 +1,60 @@
+// Numbers, times and text as the server's templates write them, so a value the script draws later
+// looks like the one the server drew first.
+
+/** A finite number, or 0 (a missing or odd value in a message never breaks a drawing). */
+export function num(value) {
+  const n = Number(value);
+  return isFinite(n) ? n : 0;
+}
+
+/** Whole percent of `total`; 0 when there is no total yet. */
+export function pct(part, total) {
+  return total ? Math.round((100 * part) / total) : 0;
+}
+
+/** At most `n` characters, the last one an ellipsis when cut (the `truncatechars` filter). */
+export function truncate(text, n) {
+  return text.length > n ? text.slice(0, n - 1) + "…" : text;
+}
+
+function two(n) {
+  return (n < 10 ? "0" : "") + n;
+}
+
+/** Seconds as H:MM:SS, like the `duration` template filter; "" when unknown. */
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined || seconds === "") return "";
+  const s = Math.floor(num(seconds));
+  return Math.floor(s / 3600) + ":" + two(Math.floor((s % 3600) / 60)) + ":" + two(s % 60);
+}
+
+/** Whether two ISO times are the same instant (both missing counts as the same). */
+export function sameInstant(a, b) {
+  return (!a && !b) || (!!a && !!b && Date.parse(a) === Date.parse(b));
+}
+
+/** The time of day as the server writes it in its messages: 14:05:09 UTC. */
+export function utcClock(iso) {
+  const d = new Date(iso);
+  return two(d.getUTCHours()) + ":" + two(d.getUTCMinutes()) + ":" + two(d.getUTCSeconds()) + " UTC";
+}
+
+/** A short date and time in the page's language and the server's time zone; "" for no date. */
+export function shortDate(iso, timeZone) {
+  const d = new Date(iso);
+  if (isNaN(d)) return "";
+  try {
+    return d.toLocaleString(document.documentElement.lang || undefined,
+                            { dateStyle: "short", timeStyle: "short", timeZone: timeZone });
+  } catch (e) {
+    return d.toLocaleString(); // a time zone this browser does not know
+  }
+}
+
+/** The dates the server wrote get the same style as the ones the script writes later. */
+export function formatDates(root, timeZone) {
+  for (const time of root.querySelectorAll("time[datetime]")) {
+    const text = shortDate(time.getAttribute("datetime"), timeZone);
+    if (text) time.textContent = text;
+  }
+}

@@ -1,0 +1,163 @@
+// A job's page (#job-live): its status, progress, facts, error and the cluster's banner, kept
+// current from /ws/jobs/<id>/. The task table and the photo grid have modules of their own. The
+// page only ever shows what a message says (the database's state); it never guesses ahead.
+
+import { el, setBadge } from "./dom.js";
+import { num, pct, sameInstant, shortDate, utcClock } from "./format.js";
+import { TargetGrid } from "./job_targets.js";
+import { TaskTable } from "./job_tasks.js";
+import { Connection } from "./socket.js";
+import { fill, hasWord, markup, word } from "./strings.js";
+
+const RESYNC_DELAY_MS = 300; // a burst of events that each want the whole picture asks once
+
+export class JobPage {
+  /** `root`: #job-live; `data`: serverData(root). */
+  constructor(root, data) {
+    this.root = root;
+    this.data = data;
+    this.jobId = data.wsPath.split("/").filter(Boolean).pop();
+    this.status = root.getAttribute("data-status");
+    this.hasFolder = root.getAttribute("data-has-folder") === "true";
+    this.jobUrl = null; // known from the first message
+    this.resyncTimer = null;
+    this.tasks = new TaskTable(data.taskStateClass);
+    this.targets = new TargetGrid(root, {
+      isVideo: data.isVideo, askResync: () => this.askResync(), jobUrl: () => this.jobUrl,
+    });
+  }
+
+  start() {
+    if (this.data.isFinal(this.status)) return; // nothing changes any more; the server's page is the truth
+    this.conn = new Connection({ wsPath: this.data.wsPath, liveUrl: this.data.liveUrl,
+                                 closeCodes: this.data.closeCodes, onMessage: (msg) => this.handle(msg) });
+    this.conn.open();
+  }
+
+  handle(msg) {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.job_id && msg.job_id !== this.jobId) return;
+    switch (msg.type) {
+      case "snapshot":
+        if (!msg.job || msg.job.id !== this.jobId) return;
+        this.renderJob(msg.job);
+        this.tasks.renderAll(msg.tasks || []);
+        this.targets.renderAll(msg.targets || []);
+        this.renderCluster(msg.cluster);
+        if (this.data.isFinal(msg.job.status)) this.conn.stop(); // the database says it is over: nothing more will come
+        break;
+      case "job":
+        if (!msg.job || msg.job.id !== this.jobId) return;
+        this.renderJob(msg.job);
+        // Finished, or the photo list now exists but is not drawn: fetch the whole picture.
+        if (this.data.isFinal(msg.job.status) || (msg.job.progress && msg.job.progress.total && this.targets.isEmpty())) {
+          this.askResync();
+        }
+        break;
+      case "task":
+        if (msg.task) this.tasks.render(msg.task);
+        break;
+      case "output":
+        if (msg.target) this.targets.render(msg.target);
+        break;
+      case "cluster":
+        this.renderCluster(msg.cluster);
+        break;
+    }
+  }
+
+  askResync() {
+    if (this.resyncTimer) return;
+    this.resyncTimer = setTimeout(() => { this.resyncTimer = null; this.conn.resync(); }, RESYNC_DELAY_MS);
+  }
+
+  renderJob(job) {
+    const final = this.data.isFinal(job.status), active = !final;
+    this.status = job.status;
+    this.jobUrl = job.url;
+    this.root.setAttribute("data-status", job.status);
+    const badge = document.getElementById("job-status");
+    if (badge) setBadge(badge, job);
+    this.renderProgress(job.progress || {}, active);
+
+    const err = document.getElementById("job-error");
+    if (err) {
+      err.hidden = !job.error;
+      err.textContent = job.error || "";
+      err.className = "notice " + (this.data.isFailed(job.status) ? "notice-bad" : "notice-info");
+    }
+    this.fact("fact-started", job.started_at);
+    this.fact("fact-finished", job.finished_at);
+    const slurm = document.getElementById("fact-slurm");
+    if (slurm) {
+      slurm.hidden = !job.slurm_job_id;
+      slurm.querySelector("dd").textContent = job.slurm_job_id || "";
+    }
+    if (final) {
+      const cancel = document.getElementById("job-cancel");
+      if (cancel) cancel.parentNode.removeChild(cancel);
+      const banner = document.getElementById("cluster-banner");
+      if (banner) banner.hidden = true;
+    }
+  }
+
+  // The bar and the sentence under it, as the server writes them.
+  renderProgress(p, active) {
+    const total = num(p.total), done = num(p.done), failed = num(p.failed);
+    const left = Math.max(total - done - failed, 0);
+    const bar = document.getElementById("job-progress");
+    if (bar) {
+      bar.setAttribute("aria-valuemax", total);
+      bar.setAttribute("aria-valuenow", done + failed);
+      bar.querySelector(".progress-done").style.width = pct(done, total) + "%";
+      bar.querySelector(".progress-failed").style.width = pct(failed, total) + "%";
+    }
+    const text = document.getElementById("progress-text");
+    if (!text) return;
+    text.textContent = "";
+    if (!total) {
+      text.textContent = this.hasFolder && active ? word("counting") : word("no_targets");
+      return;
+    }
+    const head = document.createElement("span");
+    // only numbers go into this markup (<strong>{done}</strong> of {total} done)
+    head.innerHTML = fill(markup("done_of_html", "{done} / {total}"), { done: done, total: total });
+    while (head.firstChild) text.appendChild(head.firstChild);
+    if (failed) {
+      text.appendChild(document.createTextNode(" · "));
+      text.appendChild(el("span", { className: "text-bad", text: fill(word("n_failed", "{n}"), { n: failed }) }));
+    }
+    if (left && active) text.appendChild(document.createTextNode(" · " + fill(word("n_to_go", "{n}"), { n: left })));
+    text.appendChild(el("span", { className: "pct", text: pct(done + failed, total) + "%" }));
+  }
+
+  // A date in the facts (started, finished): shown once known, redrawn only when it changed.
+  fact(id, iso) {
+    const box = document.getElementById(id);
+    if (!box) return;
+    box.hidden = !iso;
+    const time = box.querySelector("time");
+    if (!sameInstant(time && time.getAttribute("datetime"), iso)) {
+      const dd = box.querySelector("dd");
+      dd.textContent = "";
+      if (iso) dd.appendChild(el("time", { datetime: iso, text: shortDate(iso, this.data.timeZone) }));
+    }
+  }
+
+  renderCluster(cluster) {
+    const banner = document.getElementById("cluster-banner");
+    if (!banner || !cluster) return;
+    if (!cluster.unreachable_since || this.data.isFinal(this.status)) {
+      banner.hidden = true;
+      banner.setAttribute("data-since", "");
+      return;
+    }
+    if (banner.hidden || !sameInstant(banner.getAttribute("data-since"), cluster.unreachable_since)) {
+      // The server's sentence, in the reader's language (the same words as cluster.message).
+      banner.textContent = hasWord("cluster_since")
+        ? fill(word("cluster_since"), { since: utcClock(cluster.unreachable_since) }) : (cluster.message || "");
+      banner.setAttribute("data-since", cluster.unreachable_since);
+    }
+    banner.hidden = false;
+  }
+}
