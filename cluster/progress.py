@@ -1,4 +1,5 @@
-"""Reading the workers' progress records of many jobs in the same round trip as the Slurm poll.
+"""What the watcher reads besides Slurm, in the same round trip as its poll: the workers'
+progress records of many jobs, and the end of the logs of tasks that just failed.
 
 The worker writes one whole JSON document per task, `<job out dir>/progress/task-<N>.json`, on a
 single line (see worker/progress.py). One `find` over all the active jobs' progress folders
@@ -28,3 +29,14 @@ def parse_progress_dump(stdout: str) -> dict[str, list[str]]:
             continue
         out.setdefault(posixpath.dirname(path), []).append(doc)
     return out
+
+
+#: bytes read from the end of a task's log: enough for slurmstepd's lines and a traceback's last frames
+LOG_TAIL_BYTES = 4000
+
+
+def log_tail_argv(path: str, nbytes: int = LOG_TAIL_BYTES) -> list[str]:
+    """`tail -c N -- PATH`: the end of one task's log (a missing log prints nothing, exit 1)."""
+    if not path.startswith("/"):
+        raise ValueError(f"not an absolute path: {path!r}")
+    return ["tail", "-c", str(int(nbytes)), "--", path]

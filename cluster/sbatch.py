@@ -98,6 +98,9 @@ class SbatchSpec:
     array_indexes: list[int]
     array_limit: int | None
     log_dir: str
+    #: the log's file name, with Slurm's %A (array job id) and %a (task index): the portal passes
+    #: the job folder layout's (worker/layout.py), so the watcher finds each task's log there
+    log_name: str
     workdir: str
     command: list[str]
     env: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -132,6 +135,9 @@ class SbatchSpec:
         if "\\" in _path("log folder", self.log_dir):
             raise ValueError("log folder must not contain a backslash (it turns off Slurm's %A/%a "
                              "file name patterns)")
+        name = _directive_text("log file name", self.log_name, 255)
+        if not name or "/" in name or "\\" in name:
+            raise ValueError(f"log file name must be a plain file name (no / or backslash): {name!r}")
         _path("working folder", self.workdir)
         if not self.command or not all(isinstance(a, str) and "\0" not in a for a in self.command):
             raise ValueError("command must be a non-empty list of text arguments without NUL bytes")
@@ -144,7 +150,7 @@ class SbatchSpec:
 
 def render_script(spec: SbatchSpec) -> str:
     """The batch script text: #SBATCH directives, strict bash, exports, then `exec` of the command."""
-    log = spec.log_dir.rstrip("/").replace("%", "%%") + "/slurm_%A_%a.out"
+    log = spec.log_dir.rstrip("/").replace("%", "%%") + "/" + spec.log_name
     array = compress_ranges(spec.array_indexes)
     if spec.array_limit:
         array += f"%{spec.array_limit}"

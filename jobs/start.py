@@ -87,7 +87,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
                 out = unique_name(default_output_name(safe_name(f.name)), used)
                 Target.objects.create(job=job, index=i, name=f.name[:500], upload=_named(f, out), output_name=out,
                                       task_index=i // chunk_size,
-                                      cluster_path=posixpath.join(profile.job_dir(job.id), "targets", out))
+                                      cluster_path=profile.job_folder(job.id).target(out))
             job.total = len(target_files)
             job.save(update_fields=["total"])
             if settings.SUBMIT_ON_START:

@@ -15,9 +15,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from cluster import ClusterError, PathNotAllowed, get_runner, resolve_remote_in_roots
-from cluster import slurm
-from cluster.sbatch import SbatchSpec, render_script
+import cluster
+from cluster import ClusterError, PathNotAllowed, SbatchSpec, render_script, resolve_remote_in_roots, slurm
+from worker.layout import LOG_NAME_PATTERN
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 
@@ -44,7 +44,7 @@ def submit_job(job_id: str) -> str | None:
         return None
     profile = job.cluster
     try:
-        runner = get_runner(profile.cluster_config())
+        runner = cluster.runner_for(profile)
         existing = find_submitted(runner, job)
         if existing:
             log.info("job %s was already submitted as Slurm job %s: not submitting again", job.id, existing)
@@ -96,15 +96,14 @@ def find_submitted(runner, job: Job) -> str | None:
 
 def stage(runner, job: Job) -> str:
     """Put sources and uploaded targets on the cluster, write manifest and script; returns the script path."""
-    profile = job.cluster
     snap = job.template_snapshot
-    root = profile.job_dir(job.id)
-    for sub in ("sources", "targets", "out/outputs", "out/progress", "logs"):
-        runner.makedirs(posixpath.join(root, sub))
+    folder = job.folder
+    for sub in folder.subdirs:
+        runner.makedirs(sub)
 
     sources = []
     for i, src in enumerate(job.sources.all()):
-        remote = posixpath.join(root, "sources", f"{i}-{posixpath.basename(src.file.name)}")
+        remote = folder.source(i, src.file.name)
         runner.put_file(src.file.path, remote)
         sources.append(remote)
 
@@ -123,43 +122,39 @@ def stage(runner, job: Job) -> str:
     manifest = Manifest(
         job=str(job.id), sources=tuple(sources),
         targets=tuple(ManifestTarget(path=path, output=out) for path, out, _upload in targets),
-        chunks=tuple(tuple(c) for c in chunks), output_dir=posixpath.join(root, "out"),
+        chunks=tuple(tuple(c) for c in chunks), output_dir=folder.out,
         engine=EngineOptions(name=snap.get("engine", "auto"), face_selector=snap.get("face_selector", "many")),
     )
-    manifest_path = posixpath.join(root, "manifest.json")
-    runner.put_bytes(manifest.dumps().encode(), manifest_path)
+    runner.put_bytes(manifest.dumps().encode(), folder.manifest)
 
     insert_rows(Task, ["job_id", "index", "state", "node", "reason", "gpus"],
                 [(job_id_param(job), n, "PENDING", "", "", 0) for n in range(len(chunks))])
-    script = render_script(sbatch_spec(job, manifest_path, len(chunks)))
-    script_path = posixpath.join(root, "job.sbatch")
-    runner.put_bytes(script.encode(), script_path, mode=0o755)
-    return script_path
+    script = render_script(sbatch_spec(job, len(chunks)))
+    runner.put_bytes(script.encode(), folder.script(1), mode=0o755)
+    return folder.script(1)
 
 
 def stage_retry(runner, job: Job) -> str:
     """A later attempt: the first attempt's manifest stays valid; only a new script over the chunks
     to retry is written, and those chunks' old progress records are removed so that the watcher
     never reads the previous attempt's records as this attempt's. Returns the script path."""
-    root = job.cluster.job_dir(job.id)
+    folder = job.folder
     indexes = [int(i) for i in job.attempts[-1]["indexes"]]
-    records = [posixpath.join(root, "out", "progress", f"task-{i}.json") for i in indexes]
+    records = [folder.progress_record(i) for i in indexes]
     for start in range(0, len(records), 500):
         runner.run(["rm", "-f", "--", *records[start:start + 500]], timeout=60, check=True)
-    manifest_path = posixpath.join(root, "manifest.json")
-    script = render_script(sbatch_spec(job, manifest_path, indexes=indexes))
-    script_path = posixpath.join(root, f"job-a{job.attempt}.sbatch")
-    runner.put_bytes(script.encode(), script_path, mode=0o755)
-    return script_path
+    script = render_script(sbatch_spec(job, indexes=indexes))
+    runner.put_bytes(script.encode(), folder.script(job.attempt), mode=0o755)
+    return folder.script(job.attempt)
 
 
-def sbatch_spec(job: Job, manifest_path: str, n_tasks: int | None = None, indexes: list[int] | None = None) -> SbatchSpec:
+def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None = None) -> SbatchSpec:
     """The batch script's spec: the whole array (`n_tasks`), or a retry's `indexes` (`--array=3,17,42`)."""
     from jobs.retry import current_mem
 
     profile, snap = job.cluster, job.template_snapshot
-    root = profile.job_dir(job.id)
-    command = [profile.worker_python, "-m", "worker", "run", "--manifest", manifest_path]
+    folder = job.folder
+    command = [profile.worker_python, "-m", "worker", "run", "--manifest", folder.manifest]
     if profile.models_dir:
         command += ["--models-dir", profile.models_dir]
     env = {"PYTHONPATH": profile.worker_path} if profile.worker_path else {}
@@ -172,9 +167,11 @@ def sbatch_spec(job: Job, manifest_path: str, n_tasks: int | None = None, indexe
     return SbatchSpec(
         job_name=job.slurm_name, comment=job.slurm_name, partition=snap["partition"], time_limit=snap["time_limit"],
         cpus_per_task=int(snap.get("cpus_per_task") or 1), mem=current_mem(job), gres=snap.get("gres") or "",
-        array_indexes=list(indexes) if indexes is not None else list(range(n_tasks)), array_limit=snap.get("array_limit"), log_dir=posixpath.join(root, "logs"),
-        workdir=profile.worker_path or root, command=command, env=env, qos=snap.get("qos") or "",
-        container_image=snap.get("container_image") or "", container_binds=binds + [f"{root}:{root}"] if snap.get("container_image") else [],
+        array_indexes=list(indexes) if indexes is not None else list(range(n_tasks)),
+        array_limit=snap.get("array_limit"), log_dir=folder.logs, log_name=LOG_NAME_PATTERN,
+        workdir=profile.worker_path or folder.root, command=command, env=env, qos=snap.get("qos") or "",
+        container_image=snap.get("container_image") or "",
+        container_binds=binds + [f"{folder.root}:{folder.root}"] if snap.get("container_image") else [],
     )
 
 
@@ -235,5 +232,5 @@ def cancel_on_cluster(job_id: str) -> None:
         # queued: cancel now; submitting: submit_job sees cancel_requested before and after sbatch.
         lifecycle.move(job, "cancel", only_from=(JobStatus.QUEUED,), finished_at=timezone.now())
         return
-    runner = get_runner(job.cluster.cluster_config())
+    runner = cluster.runner_for(job.cluster)
     runner.run(slurm.scancel_argv([job.slurm_job_id]), timeout=30)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import posixpath
 import uuid
 
 from django import forms
@@ -21,6 +20,7 @@ from worker.manifest import make_chunks
 from jobs.admin.base import AuditedAdmin
 from jobs.cluster_survey import plain_error, survey_profile
 from jobs.models import Job, Template
+from jobs.submit import sbatch_spec
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +147,7 @@ class TemplateAdmin(AuditedAdmin):
 def preview_script(template: Template, user=None, n_targets: int = PREVIEW_TARGETS) -> str:
     """The sbatch script of a sample job (never saved) of `n_targets` targets, rendered exactly as
     a submission would (jobs.submit.sbatch_spec), from the template's snapshot."""
-    from jobs.submit import sbatch_spec
-
     job = Job(id=PREVIEW_JOB_ID, owner=user, template=template, template_snapshot=template.snapshot(),
               cluster=template.cluster)
     n_tasks = len(make_chunks(n_targets, max(1, template.chunk_size or 1)))
-    manifest_path = posixpath.join(template.cluster.job_dir(job.id), "manifest.json")
-    return render_script(sbatch_spec(job, manifest_path, n_tasks))
+    return render_script(sbatch_spec(job, n_tasks))

@@ -6,6 +6,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from worker.layout import JobFolder
+
 
 def _check_roots(value) -> None:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("/") for v in value):
@@ -66,5 +68,6 @@ class ClusterProfile(models.Model):
         return ClusterConfig(host=self.host, port=self.port, user=self.username,
                              private_key=self.private_key, known_hosts=self.known_hosts)
 
-    def job_dir(self, job_id) -> str:
-        return posixpath.join(self.work_root, "jobs", str(job_id))
+    def job_folder(self, job_id) -> JobFolder:
+        """Where a job's files lie on this cluster (the layout is the worker's: worker/layout.py)."""
+        return JobFolder(posixpath.join(self.work_root, "jobs", str(job_id)))

@@ -8,6 +8,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from worker.layout import JobFolder
+
 
 class JobStatus(models.TextChoices):
     QUEUED = "queued", _("queued")
@@ -102,10 +104,30 @@ class Job(models.Model):
         return job_media_dir(self)
 
     @property
+    def folder(self) -> JobFolder:
+        """The job's folder on its cluster (manifest, sources, targets, outputs, progress, logs)."""
+        return self.cluster.job_folder(self.id)
+
+    @property
     def slurm_name(self) -> str:
         """The Slurm job name: the job's uuid (and the attempt from the second on), so a retried
         submission finds this attempt's Slurm job and not an earlier attempt's."""
         return f"ffp-{self.id}" if self.attempt <= 1 else f"ffp-{self.id}-a{self.attempt}"
+
+    def recount(self) -> bool:
+        """Count done and failed targets from the rows (one query) and store them; True when they changed.
+
+        The one place these counts are made: the watcher, the end of an attempt, a retry and the
+        pages all read `done` / `failed` as this leaves them.
+        """
+        counts = Target.objects.filter(job=self).aggregate(
+            done=models.Count("pk", filter=models.Q(status__in=OK_TARGET_STATUSES)),
+            failed=models.Count("pk", filter=models.Q(status=TargetStatus.FAILED)))
+        if (counts["done"], counts["failed"]) == (self.done, self.failed):
+            return False
+        Job.objects.filter(pk=self.pk).update(**counts)
+        self.done, self.failed = counts["done"], counts["failed"]
+        return True
 
     def move(self, from_statuses, to_status: str, **fields) -> bool:
         """Conditional state change: UPDATE ... WHERE status IN (from). True when this call won.
@@ -159,6 +181,9 @@ class Target(models.Model):
     #: failed because its task died (out of memory, node failure, time limit ...), not for its own
     #: reasons (corrupt file, no face): only these are retried (jobs.retry)
     failed_with_task = models.BooleanField(default=False, db_default=False)
+    #: when the watcher last asked for this output to be fetched (jobs.watcher.outputs); a fetch
+    #: still outstanding after a while is asked for again
+    fetch_asked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["index"]
@@ -182,6 +207,9 @@ class Task(models.Model):
     gpus = models.PositiveIntegerField(default=0)
     #: the job attempt whose Slurm job this row follows now (Job.attempt when it was last resubmitted)
     attempt = models.PositiveIntegerField(default=1, db_default=1)
+    #: set when Slurm reports the task FAILED and its log has not been read yet: the next watcher
+    #: cycle reads it (a memory kill or a GPU out-of-memory says so there) before the task is recorded
+    log_wait_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["index"]

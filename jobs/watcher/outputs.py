@@ -1,4 +1,8 @@
-"""Thumbnails of fetched outputs, for the job page's grid. Called by the watcher after a fetch."""
+"""Outputs: fetched from the cluster into the job's media folder, with a thumbnail for the job page.
+
+The watcher only decides which outputs are missing (jobs.watcher.decide) and enqueues
+`fetch_outputs` for them (jobs.tasks); the transfer runs on the RQ worker.
+"""
 from __future__ import annotations
 
 import logging
@@ -8,7 +12,13 @@ from pathlib import Path
 
 from PIL import Image, ImageOps
 
+import cluster
+from worker.layout import JobFolder
 from worker.manifest import VIDEO_EXTENSIONS
+
+from jobs.live.protocol import Publisher
+from jobs.models import Job, Target
+from jobs.models.job import OK_TARGET_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +67,39 @@ def _flatten(im: Image.Image) -> Image.Image:
     background = Image.new("RGB", im.size, (255, 255, 255))
     background.paste(im, mask=im.getchannel("A"))
     return background
+
+
+# ---- fetching outputs (an RQ task: a slow transfer never holds up the watcher's poll) -----------
+
+def fetch_outputs(job_id: str, indexes: list[int]) -> int:
+    """Fetch the outputs of these targets of one job over SFTP, make their thumbnails, and tell the
+    job page. Returns how many were fetched. Safe to run twice: a target that has its output is
+    skipped. A cluster outage raises (RQ retries; the watcher asks again later if need be)."""
+    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
+    if job is None:
+        return 0
+    wanted = list(job.targets.filter(index__in=indexes, output_file="", status__in=OK_TARGET_STATUSES))
+    if not wanted:
+        return 0
+    runner = cluster.runner_for(job.cluster)
+    folder = job.folder
+    pub = Publisher()
+    for target in wanted:
+        fetch_output(runner, job, folder, target)
+        pub.output(job, target)
+    pub.flush()
+    return len(wanted)
+
+
+def fetch_output(runner, job: Job, folder: JobFolder, target: Target) -> None:
+    """Copy one output into the job's media folder, make its thumbnail, and record both on the row."""
+    local = job.media_dir / "outputs" / target.output_name
+    local.parent.mkdir(parents=True, exist_ok=True)
+    runner.get_file(folder.output(target.output_name), str(local))
+    thumb = job.media_dir / "thumbs" / (Path(target.output_name).stem + ".jpg")
+    fields = {"output_file": str(local)}
+    if make_thumbnail(str(local), str(thumb)):
+        fields["thumbnail_file"] = str(thumb)
+    Target.objects.filter(pk=target.pk).update(**fields)
+    for k, v in fields.items():
+        setattr(target, k, v)

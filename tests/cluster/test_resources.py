@@ -108,7 +108,7 @@ def spec(**fields):
     return SbatchSpec(
         job_name="ffp-1", comment="ffp-1", partition=fields["partition"], time_limit=fields["time_limit"],
         cpus_per_task=fields["cpus_per_task"], mem=fields["mem"], gres=fields["gres"], qos=fields["qos"],
-        array_indexes=[0, 1], array_limit=fields["array_limit"], log_dir="/w/logs", workdir="/w",
+        array_indexes=[0, 1], array_limit=fields["array_limit"], log_dir="/w/logs", log_name="slurm_%A_%a.out", workdir="/w",
         command=["true"], container_image=fields["container_image"])
 
 

@@ -18,7 +18,7 @@ def spec(**over):
     base = dict(
         job_name="ffp-1234", comment="ffp-1234", partition="gpu", time_limit="00:30:00",
         cpus_per_task=4, mem="4G", gres="gpu:h200:1", array_indexes=[0, 1, 2, 3, 7, 9, 10],
-        array_limit=2, log_dir="/work/jobs/1234/logs", workdir="/work/jobs/1234",
+        array_limit=2, log_dir="/work/jobs/1234/logs", log_name="slurm_%A_%a.out", workdir="/work/jobs/1234",
         command=["/opt/venv/bin/python", "-m", "worker", "run", "--manifest",
                  "/work/jobs/1234/manifest.json"],
         env={"FACEFUSION_MODELS_DIR": "/models"}, qos="high", reservation="vfx_deadline",

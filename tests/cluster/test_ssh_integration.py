@@ -244,7 +244,7 @@ def submit(runner, scratch, name, command, indexes, env=None):
     script = render_script(SbatchSpec(
         job_name=job_name(name), comment=HOSTILE, partition=PARTITION,
         time_limit="00:02:00", cpus_per_task=1, mem="50M", gres=f"{GRES}:1", array_indexes=indexes,
-        array_limit=None, log_dir=logs, workdir=posixpath.dirname(logs), command=command,
+        array_limit=None, log_dir=logs, log_name="slurm_%A_%a.out", workdir=posixpath.dirname(logs), command=command,
         env=env or {}))
     path = posixpath.join(scratch, name, "job.sh")
     runner.put_bytes(script.encode(), path, mode=0o755)

@@ -168,8 +168,9 @@ def _thread_worker_class():
 
 class WatcherThread(threading.Thread):
     """In this process, beside the browser: the RQ submission, then the watcher's loop (one
-    `poll_profile` a second) until the job is final. Not in the main thread, where Playwright's
-    event loop runs: events are published with async_to_sync, which refuses to run under a loop."""
+    `poll_profile` a second, then what it enqueued: output fetches) until the job is final. Not in
+    the main thread, where Playwright's event loop runs: events are published with async_to_sync,
+    which refuses to run under a loop."""
 
     def __init__(self, job_id, queue, timeout: float = 120):
         super().__init__(name="watcher", daemon=True)
@@ -184,11 +185,13 @@ class WatcherThread(threading.Thread):
         from jobs.watcher.poll import poll_profile
 
         try:
-            _thread_worker_class()([self.queue], connection=self.queue.connection).work(burst=True)
+            worker = _thread_worker_class()
+            worker([self.queue], connection=self.queue.connection).work(burst=True)
             job = Job.objects.select_related("cluster").get(pk=self.job_id)
             deadline = time.monotonic() + self.timeout
             while not self.halt.is_set() and time.monotonic() < deadline:
                 poll_profile(job.cluster)
+                worker([self.queue], connection=self.queue.connection).work(burst=True)
                 job.refresh_from_db()
                 if not self.statuses or self.statuses[-1] != job.status:
                     self.statuses.append(job.status)

@@ -76,3 +76,24 @@ def jpeg_bytes():
     buf = io.BytesIO()
     Image.fromarray(np.asarray(data.astronaut())).save(buf, format="JPEG", quality=85)
     return buf.getvalue()
+
+
+class InlineQueue:
+    """Stands in for the RQ queue (`jobs.tasks.queue`): runs what is enqueued at once, in this
+    process and database, importing the function by its dotted path as the RQ worker would."""
+
+    def __init__(self):
+        self.enqueued: list[tuple[str, tuple]] = []
+
+    def enqueue(self, func, *args, **options):
+        from django.utils.module_loading import import_string
+
+        self.enqueued.append((func, args))
+        return (import_string(func) if isinstance(func, str) else func)(*args)
+
+
+@pytest.fixture
+def inline_rq(monkeypatch):
+    queue = InlineQueue()
+    monkeypatch.setattr("jobs.tasks.queue", lambda: queue)
+    return queue

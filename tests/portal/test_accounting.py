@@ -12,11 +12,11 @@ import pytest
 from django.utils import timezone
 
 from cluster import slurm
-from jobs.watcher import poll as watcher
+from jobs.watcher import apply as watcher
 from jobs.usage.accounting import charge_job, gpu_hours_this_month, last_months, month_of, usage_by
 from jobs.models import Job, JobStatus, Task, UsageRecord
 
-from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record  # noqa: F401 - fixture
+from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record, settle  # noqa: F401 - fixture
 
 
 def allocated(record: dict, kind: str) -> int:
@@ -59,7 +59,7 @@ def test_it_charges_a_finished_array_job_through_the_watcher(fake, owner, templa
     progress = "".join(record(job, n, [done(n)]) for n in range(4))
     fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
                     codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.is_final
     usage = UsageRecord.objects.get(job=job)
@@ -72,7 +72,7 @@ def test_it_charges_a_finished_array_job_through_the_watcher(fake, owner, templa
 def test_a_cancelled_job_is_charged_for_the_tasks_that_ran(fake, owner, template):
     job = make_job(owner, template, "29", tasks=4, cancel_requested=True)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_cancelled.json").read_text()))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED
     assert UsageRecord.objects.get(job=job).gpu_seconds == raw_usage("sacct_cancelled.json")[0] == 4
@@ -81,7 +81,7 @@ def test_a_cancelled_job_is_charged_for_the_tasks_that_ran(fake, owner, template
 def test_a_cpu_only_job_costs_no_gpu_time(fake, owner, template):
     job = make_job(owner, template, "32", tasks=1)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     usage = UsageRecord.objects.get(job=job)
     assert (usage.gpu_seconds, usage.cpu_seconds) == (0, 81)  # TIMEOUT after 81 s, 1 CPU, no gres
 
@@ -99,7 +99,7 @@ def test_a_job_seen_ending_twice_is_charged_once(fake, owner, template):
     job = make_job(owner, template, "33", tasks=4)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
                     codes=(SAMPLES / "sacct_array_mixed.txt").read_text()))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     first = UsageRecord.objects.get(job=job)
     # The same end seen again (a second watcher, a replayed cycle): the move is conditional...
     assert watcher.finish_job(job, list(job.tasks.all())) is False
@@ -117,7 +117,7 @@ def test_an_accounting_error_never_blocks_the_end_of_a_job(fake, owner, template
     monkeypatch.setattr(watcher, "charge_job", broken)
     job = make_job(owner, template, "32", tasks=1)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and not UsageRecord.objects.filter(job=job).exists()
     assert "usage not charged" in caplog.text

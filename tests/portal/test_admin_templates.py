@@ -188,7 +188,7 @@ def test_it_previews_exactly_what_a_submission_renders(template, owner):
     from jobs.submit import sbatch_spec
 
     job = make_job(owner, template)
-    real = render_script(sbatch_spec(job, f"{template.cluster.job_dir(job.id)}/manifest.json", 50))
+    real = render_script(sbatch_spec(job, 50))
     sample = preview_script(template)  # chunk size 2: 100 targets, 50 tasks
     strip_id = lambda text, job_id: text.replace(str(job_id), "<id>")  # noqa: E731
     assert strip_id(sample, "00000000-0000-0000-0000-000000000000") == strip_id(real, job.id)
@@ -235,5 +235,5 @@ def test_it_never_changes_a_submitted_jobs_snapshot(admin_client, owner, templat
     # What the job would be (re)submitted with still comes from its snapshot.
     from jobs.submit import sbatch_spec
 
-    spec = sbatch_spec(job, "/w/manifest.json", 2)
+    spec = sbatch_spec(job, 2)
     assert (spec.time_limit, spec.mem, spec.gres) == ("00:10:00", "2G", "gpu:h200:1")

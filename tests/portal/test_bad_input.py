@@ -193,7 +193,7 @@ class FolderRunner:
 @pytest.fixture
 def fake_cluster(monkeypatch):
     def install(runner):
-        monkeypatch.setattr("jobs.submit.get_runner", lambda config: runner)
+        monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
         return runner
     return install
 
@@ -265,11 +265,11 @@ def test_a_nasty_file_name_is_stored_safely_and_never_executed(owner, template, 
 
     runner = fake_cluster(FolderRunner())
     assert submit_job(str(job.id)) == "4242"
-    root = profile.job_dir(job.id)
+    root = job.folder.root
     manifest = Manifest.from_dict(json.loads(runner.written[f"{root}/manifest.json"]))
     assert [t.output for t in manifest.targets] == [t.output_name for t in targets]
     script = runner.written[f"{root}/job.sbatch"].decode()
-    assert script == render_script(sbatch_spec(job, f"{root}/manifest.json", 1))
+    assert script == render_script(sbatch_spec(job, 1))
     path = tmp_path / "job.sbatch"
     path.write_text(script)
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
@@ -297,7 +297,7 @@ def test_a_job_keeps_its_template_snapshot_and_submits(owner, template, jpeg_byt
     assert submit_job(str(job.id)) == "4242"
     job.refresh_from_db()
     assert job.status == JobStatus.PENDING and job.template_snapshot == snapshot
-    assert "#SBATCH --partition=gpu" in runner.written[f"{job.cluster.job_dir(job.id)}/job.sbatch"].decode()
+    assert "#SBATCH --partition=gpu" in runner.written[job.folder.script(1)].decode()
 
 
 def test_a_disabled_template_cannot_start_new_jobs(post_start, untouched, owner, template, jpeg_bytes):

@@ -20,12 +20,11 @@ from aiosmtpd.controller import Controller
 from django.core.exceptions import ImproperlyConfigured
 from rq import Queue, SimpleWorker
 
-from jobs.watcher import poll as watcher
 from jobs.usage.accounting import month_of
 from jobs.models import EmailNotice, Job, JobStatus, NoticeStatus, NotificationPreference, Quota, UsageRecord
 from jobs.usage.notifications import job_subject, notify_job_finished, notify_quota
 
-from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record  # noqa: F401 - fixture
+from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record, settle  # noqa: F401 - fixture
 
 SITE = "https://portal.example.org"
 PASSWORD = "hunter2-smtp-secret"
@@ -80,8 +79,11 @@ def inbox(settings):
 
 
 @pytest.fixture
-def rq_default(settings, monkeypatch):
-    """The "default" queue, on a Redis queue of this test's own; `.run()` works it off (burst)."""
+def rq_default(settings, monkeypatch, inline_rq):
+    """The "default" queue, on a Redis queue of this test's own; `.run()` works it off (burst).
+
+    Emails go through real RQ; the watcher's output fetches still run inline (`inline_rq`), so
+    a job can end without a worker running."""
     connection = redis.Redis.from_url(settings.REDIS_URL)
     queue = Queue(f"test-email-{uuid.uuid4().hex}", connection=connection)
     asked = []
@@ -90,7 +92,14 @@ def rq_default(settings, monkeypatch):
         asked.append(name)
         return queue
 
+    class Router:
+        def enqueue(self, func, *args, **kwargs):
+            if str(func).startswith("jobs.usage.notifications."):
+                return django_rq.get_queue("default").enqueue(func, *args, **kwargs)
+            return inline_rq.enqueue(func, *args, **kwargs)
+
     monkeypatch.setattr(django_rq, "get_queue", get_queue)
+    monkeypatch.setattr("jobs.tasks.queue", Router)
 
     def run():
         SimpleWorker([queue], connection=connection).work(burst=True)
@@ -107,7 +116,7 @@ def end_job_through_the_watcher(fake, owner, template, capture, name="Holiday"):
     fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
                     codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
     with capture(execute=True):
-        watcher.poll_profile(template.cluster)
+        settle(template.cluster)
     job.refresh_from_db()
     return job
 
@@ -127,7 +136,7 @@ def parts(message) -> dict[str, str]:
 def test_a_finished_job_emails_its_owner(fake, owner, template, inbox, rq_default, django_capture_on_commit_callbacks):
     job = end_job_through_the_watcher(fake, owner, template, django_capture_on_commit_callbacks)
     assert job.status == JobStatus.PARTIALLY_FAILED
-    assert rq_default.asked == ["default"] and rq_default.queue.count == 2  # the job's email, the quota check
+    assert rq_default.asked == ["default", "default"] and rq_default.queue.count == 2  # the job's email, the quota check
     assert inbox.envelopes == []  # nothing is sent by the watcher itself
     rq_default.run()
     assert len(inbox.envelopes) == 1

@@ -2,7 +2,7 @@
 targets-per-job quota is checked there. A folder over the limit fails the job with a plain
 message and submits nothing; within the limit the job goes on, and its GPU-hour estimate grows
 to the real count (it weighs on the next Start; it is never refused after Start).
-Only the SSH seam (`jobs.submit.get_runner`) is faked, as in test_watcher.py."""
+Only the SSH seam (`cluster.runner_for`) is faked, as in test_watcher.py."""
 from datetime import datetime, timezone as dt_timezone
 
 import pytest
@@ -60,7 +60,7 @@ class FakeRunner:
 def cluster(monkeypatch):
     def install(n_images: int) -> FakeRunner:
         runner = FakeRunner(n_images)
-        monkeypatch.setattr("jobs.submit.get_runner", lambda config: runner)
+        monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
         return runner
     return install
 

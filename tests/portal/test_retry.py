@@ -7,15 +7,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+import cluster
 from cluster import CommandResult
 from cluster.sbatch import render_script
 from jobs import submit
 from jobs.watcher import poll as watcher
 from jobs.models import AuditEntry, Job, JobStatus, Target, TargetStatus, Task
+from jobs.watcher.decide import KILL_LINE_WAIT
 from jobs.retry import more_memory, retry_failed, retryable_targets
 
 from .api_helpers import session_client, token_client
-from .test_watcher import SAMPLES, FakeRunner, fake, make_job  # noqa: F401 - fixture
+from .test_watcher import SAMPLES, FakeRunner, fake, make_job, settle  # noqa: F401 - fixture
 
 MEMKILL = (SAMPLES / "sacct_memkill.json").read_text()
 MEMKILL_LOG = (SAMPLES / "memkill_output.txt").read_text()
@@ -159,18 +161,18 @@ def test_more_memory_doubles_up_to_the_ceiling(owner, template):
 def test_a_memory_kill_is_retried_once_with_twice_the_memory(fake, owner, template):
     job = make_job(owner, template, "37", tasks=1)
     fake(FakeRunner(sacct=MEMKILL, log_tail=MEMKILL_LOG))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and job.attempt == 2
     assert job.attempts[1]["auto"] and job.attempts[1]["mem"] == "4G" and job.attempts[1]["kinds"] == ["oom"]
     assert "Ran out of memory; retried automatically with 4G." in job.error
     assert job.targets.get().status == TargetStatus.WAITING
-    spec = submit.sbatch_spec(job, "/w/manifest.json", indexes=[0])
+    spec = submit.sbatch_spec(job, indexes=[0])
     assert spec.mem == "4G" and spec.job_name == f"ffp-{job.id}-a2"
 
     # Attempt 2 runs out of memory too: no third attempt; the job ends failed, saying what was tried.
     Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, slurm_job_id="37", submitted_at=timezone.now())
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.attempt == 2
     assert "Attempt 2" in job.error and "ran out of memory" in job.error
@@ -182,22 +184,38 @@ def test_a_memory_kill_at_the_ceiling_is_not_retried(fake, owner, template):
     template.save()
     job = make_job(owner, template, "37", tasks=1)
     fake(FakeRunner(sacct=MEMKILL, log_tail=MEMKILL_LOG))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.attempt == 1
 
 
-def test_the_end_waits_one_cycle_for_the_memory_kill_line(fake, owner, template):
-    """slurmstepd may write "exceeded memory limit" just after sacct says FAILED 0:9."""
+def test_the_end_waits_for_the_memory_kill_line(fake, owner, template):
+    """slurmstepd may write "exceeded memory limit" just after sacct says FAILED 0:9: the task's log
+    is read on the next cycle, and read again while the line may still come."""
     job = make_job(owner, template, "37", tasks=1)
     runner = fake(FakeRunner(sacct=MEMKILL, log_tail=""))
-    watcher.poll_profile(template.cluster)
+    watcher.poll_profile(template.cluster)  # sacct says FAILED 0:9: its log is asked for
+    watcher.poll_profile(template.cluster)  # the log has no line yet: read again next cycle
     job.refresh_from_db()
-    assert job.status == JobStatus.RUNNING and job.tasks.get().state == "FAILED"
+    task = job.tasks.get()
+    assert job.status == JobStatus.RUNNING and task.state == "RUNNING" and task.log_wait_since is not None
+    assert all(batch[-1][0] == "tail" for batch in runner.batches[1:]) and len(runner.batches) == 2
     runner.log_tail = MEMKILL_LOG
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and job.attempts[0]["ended"] == {"0": "OUT_OF_MEMORY"}
+
+
+def test_a_sigkill_without_the_memory_line_ends_failed_once_the_wait_is_over(fake, owner, template):
+    job = make_job(owner, template, "37", tasks=1)
+    fake(FakeRunner(sacct=MEMKILL, log_tail="some other output\n"))
+    watcher.poll_profile(template.cluster)
+    Task.objects.filter(job=job).update(log_wait_since=timezone.now() - KILL_LINE_WAIT - timedelta(seconds=1))
+    watcher.poll_profile(template.cluster)
+    job.refresh_from_db()
+    task = job.tasks.get()
+    assert task.state == "FAILED" and "signal 9" in task.reason and task.log_wait_since is None
+    assert job.status == JobStatus.FAILED and job.attempt == 1  # not a memory kill: not retried
 
 
 def test_a_node_failure_is_retried_once_with_the_same_memory(fake, owner, template):
@@ -206,7 +224,7 @@ def test_a_node_failure_is_retried_once_with_the_same_memory(fake, owner, templa
         rec["state"]["current"] = "NODE_FAIL"
     job = make_job(owner, template, "37", tasks=1)
     fake(FakeRunner(sacct=json.dumps(doc)))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and job.attempts[1]["mem"] == "2G"
     assert "compute node failed" in job.error
@@ -215,7 +233,7 @@ def test_a_node_failure_is_retried_once_with_the_same_memory(fake, owner, templa
 def test_a_timeout_is_explained_not_retried(fake, owner, template):
     job = make_job(owner, template, "32", tasks=1)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.attempt == 1
     assert "choose a template with a longer time limit" in job.tasks.get().reason
@@ -244,7 +262,7 @@ class SubmitRunner:
 
 def test_a_later_attempt_submits_one_array_over_the_chosen_chunks(owner, template, monkeypatch, settings):
     runner = SubmitRunner()
-    monkeypatch.setattr(submit, "get_runner", lambda config: runner)
+    monkeypatch.setattr(cluster, "runner_for", lambda profile: runner)
     monkeypatch.setattr("jobs.tasks.enqueue_submission", lambda job: None)
     settings.FFP_TEST_ALLOCATE_MB = {1: 400}  # attempt 1 only: not in attempt 2's script
     job = ended_job(owner, template)
@@ -254,7 +272,7 @@ def test_a_later_attempt_submits_one_array_over_the_chosen_chunks(owner, templat
     job.refresh_from_db()
     assert job.status == JobStatus.PENDING and job.slurm_job_id == "901" and job.attempts[1]["slurm_job_id"] == "901"
     assert any(f"--name=ffp-{job.id}-a2" in a or f"ffp-{job.id}-a2" in a for a in runner.batches[0][1])
-    root = template.cluster.job_dir(job.id)
+    root = job.folder.root
     rm = next(a for a in runner.runs if a[0] == "rm")
     assert rm[-2:] == [f"{root}/out/progress/task-1.json", f"{root}/out/progress/task-2.json"]
     script = runner.files[f"{root}/job-a2.sbatch"]
@@ -265,15 +283,15 @@ def test_a_later_attempt_submits_one_array_over_the_chosen_chunks(owner, templat
 
 def test_the_test_allocation_reaches_only_the_named_attempt(owner, template, settings):
     job = make_job(owner, template, "5", tasks=1)
-    assert "FFP_TEST_ALLOCATE_MB" not in render_script(submit.sbatch_spec(job, "/w/m.json", 1))
+    assert "FFP_TEST_ALLOCATE_MB" not in render_script(submit.sbatch_spec(job, 1))
     settings.FFP_TEST_ALLOCATE_MB = {1: 400}
-    assert "export FFP_TEST_ALLOCATE_MB=400" in render_script(submit.sbatch_spec(job, "/w/m.json", 1))
+    assert "export FFP_TEST_ALLOCATE_MB=400" in render_script(submit.sbatch_spec(job, 1))
 
 
 def test_submitted_at_is_fresh_for_the_new_attempt(owner, template, monkeypatch):
     """The lost-job rule counts from the attempt's own submission, not the first one's."""
     runner = SubmitRunner()
-    monkeypatch.setattr(submit, "get_runner", lambda config: runner)
+    monkeypatch.setattr(cluster, "runner_for", lambda profile: runner)
     monkeypatch.setattr("jobs.tasks.enqueue_submission", lambda job: None)
     job = ended_job(owner, template)
     Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(hours=2))

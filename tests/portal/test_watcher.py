@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+import cluster
 from cluster import ClusterUnreachable, CommandResult
 from jobs.watcher import poll as watcher
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
@@ -32,11 +33,12 @@ class FakeRunner:
         out = []
         for argv in argvs:
             key = "codes" if argv[0] == "sacct" and "--parsable2" in argv else argv[0]
-            out.append(CommandResult(argv=argv, rc=0, stdout=self.answers[key], stderr=""))
+            text = self.log_tail if key == "tail" else self.answers[key]
+            out.append(CommandResult(argv=argv, rc=0, stdout=text, stderr=""))
         return out
 
     def run(self, argv, stdin=None, timeout=60, check=False):
-        return CommandResult(argv=argv, rc=0, stdout=self.log_tail if argv[0] == "tail" else "", stderr="")
+        raise AssertionError(f"the watcher makes ONE exec per cycle (run_batch), not run({argv})")
 
     def get_file(self, remote, local):
         self.fetched.append(remote)
@@ -58,7 +60,7 @@ def make_job(owner, template, slurm_id, tasks, targets_per_task=1, **fields):
 
 def record(job, task_index, targets):
     doc = {"version": 1, "job": str(job.id), "task_index": task_index, "state": "finished", "targets": targets}
-    path = f"{job.cluster.job_dir(job.id)}/out/progress/task-{task_index}.json"
+    path = job.folder.progress_record(task_index)
     return f"{path}\t{json.dumps(doc)}\n"
 
 
@@ -67,13 +69,20 @@ def done(i):
             "seconds": 0.2, "message": ""}
 
 
+def settle(profile, cycles: int = 3) -> None:
+    """Poll as the watcher's loop would: a task seen FAILED has its log read on the next cycle (in
+    that cycle's one round trip), and a job ends once its outputs are fetched, so an ended array
+    settles within three cycles."""
+    for _ in range(cycles):
+        watcher.poll_profile(profile)
+
+
 @pytest.fixture
-def fake(monkeypatch):
-    holder = {}
+def fake(monkeypatch, inline_rq):
+    """Install a FakeRunner as the one SSH seam; RQ tasks (output fetches) run inline."""
 
     def install(runner):
-        holder["runner"] = runner
-        monkeypatch.setattr(watcher, "get_runner", lambda config: runner)
+        monkeypatch.setattr(cluster, "runner_for", lambda profile: runner)
         return runner
 
     return install
@@ -99,13 +108,19 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template):
                              codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
+    assert job.status == JobStatus.RUNNING and job.tasks.get(index=2).state == "RUNNING"  # its log is read next
+    assert [argv[0] for argv in runner.batches[-1]] == ["squeue", "sacct", "sacct", "find"]
+    watcher.poll_profile(template.cluster)
+    assert [argv[0] for argv in runner.batches[-1]] == ["squeue", "sacct", "sacct", "find", "tail"]
+    assert runner.batches[-1][-1][-1] == job.folder.log("33", 2)
+    job.refresh_from_db()
     assert job.status == JobStatus.PARTIALLY_FAILED
     assert (job.done, job.failed) == (3, 1) and "1 of 4 images failed" in job.error
     task2 = job.tasks.get(index=2)
     assert task2.state == "FAILED" and task2.exit_code == 3  # from the text sacct: the JSON loses it
     assert "exit code 3" in task2.reason
     assert job.targets.get(index=2).message == "2.jpg is truncated or corrupt"
-    assert sorted(runner.fetched) == sorted(f"{job.cluster.job_dir(job.id)}/out/outputs/{i}.jpg" for i in (0, 1, 3))
+    assert sorted(runner.fetched) == sorted(job.folder.output(f"{i}.jpg") for i in (0, 1, 3))
     assert all(t.output_file for t in job.targets.filter(status=TargetStatus.DONE))
 
 
@@ -115,7 +130,7 @@ def test_it_reads_a_memory_kill_as_out_of_memory_not_failed(fake, owner, templat
     job = make_job(owner, template, "37", tasks=1)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_memkill.json").read_text(),
                     log_tail=(SAMPLES / "memkill_output.txt").read_text()))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     task = job.tasks.get()
     assert task.state == "OUT_OF_MEMORY" and "ran out of memory" in task.reason
@@ -127,7 +142,7 @@ def test_it_reads_a_memory_kill_as_out_of_memory_not_failed(fake, owner, templat
 def test_it_explains_a_timeout_in_plain_words(fake, owner, template):
     job = make_job(owner, template, "32", tasks=1)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.tasks.get().state == "TIMEOUT"
     assert "time limit" in job.tasks.get().reason and job.status == JobStatus.FAILED
@@ -136,7 +151,7 @@ def test_it_explains_a_timeout_in_plain_words(fake, owner, template):
 def test_it_ends_cancelled_and_keeps_what_was_done(fake, owner, template):
     job = make_job(owner, template, "29", tasks=4, cancel_requested=True)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_cancelled.json").read_text(), progress=record(job, 0, [done(0)])))
-    watcher.poll_profile(template.cluster)
+    settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED and job.done == 1
     assert job.targets.get(index=0).output_file
@@ -157,10 +172,10 @@ def test_a_job_gone_from_squeue_is_not_assumed_done(fake, owner, template):
 def test_it_records_an_unreachable_cluster_and_changes_no_job(monkeypatch, owner, template):
     job = make_job(owner, template, "33", tasks=1)
 
-    def refuse(config):
+    def refuse(profile):
         raise ClusterUnreachable("cannot reach the cluster at 127.0.0.1:2222: connection refused")
 
-    monkeypatch.setattr(watcher, "get_runner", refuse)
+    monkeypatch.setattr(cluster, "runner_for", refuse)
     result = watcher.poll_profile(template.cluster)
     assert "connection refused" in result.error
     profile = ClusterProfile.objects.get(pk=template.cluster.pk)

@@ -1,6 +1,6 @@
 """The live pages' fallback: the same snapshots the WebSockets send, as plain JSON over HTTP.
 
-static/js/live.js polls these when a WebSocket cannot connect (a proxy that drops upgrades, a
+static/js/live/ polls these when a WebSocket cannot connect (a proxy that drops upgrades, a
 flaky network). They are built by `jobs.live.protocol` from the database, exactly like the consumers' first
 message, and looked up like every page: someone else's job answers 404.
 """

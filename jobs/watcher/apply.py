@@ -1,0 +1,138 @@
+"""Applying the watcher's decisions (jobs.watcher.decide) to the database, and ending an attempt.
+
+Each change is a conditional or keyed UPDATE; job state moves go through `jobs.lifecycle`. Live
+events are collected on the cycle's `Publisher` and sent by the caller once everything committed.
+"""
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from jobs import lifecycle, tasks
+from jobs.live.protocol import Publisher
+from jobs.models import Job, JobStatus, Target, TargetStatus, Task
+from jobs.retry import auto_retry, retry_note
+from jobs.usage.accounting import charge_job
+from jobs.watcher.decide import (
+    ClearError, Decision, EndAttempt, FetchOutputs, JobMove, JobRow, TargetChange, TargetRow, TaskChange, TaskRow,
+)
+
+log = logging.getLogger(__name__)
+
+#: task fields a page shows: a change of only the others (log_wait_since) is not published
+_SHOWN_TASK_FIELDS = {"state", "node", "exit_code", "reason", "elapsed_seconds"}
+
+
+def job_row(job: Job) -> JobRow:
+    """The job with its prefetched tasks and targets, as the plain values `decide` reads."""
+    return JobRow(
+        id=str(job.id), status=job.status, slurm_job_id=job.slurm_job_id, submitted_at=job.submitted_at,
+        error=job.error,
+        tasks=tuple(TaskRow(index=t.index, state=t.state, node=t.node, exit_code=t.exit_code, reason=t.reason,
+                            elapsed_seconds=t.elapsed_seconds, gpus=t.gpus, attempt=t.attempt,
+                            log_wait_since=t.log_wait_since) for t in job.tasks.all()),
+        targets=tuple(TargetRow(index=t.index, task_index=t.task_index, status=t.status, message=t.message,
+                                faces_found=t.faces_found, faces_swapped=t.faces_swapped, seconds=t.seconds,
+                                failed_with_task=t.failed_with_task, has_output=bool(t.output_file),
+                                fetch_asked_at=t.fetch_asked_at) for t in job.targets.all()),
+    )
+
+
+def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
+    """Write one job's changes; True when anything a page shows changed."""
+    shown = False
+    tasks_by_index = {t.index: t for t in job.tasks.all()}
+    targets_by_index = {t.index: t for t in job.targets.all()}
+    targets_changed = False
+    for change in decision.changes:
+        if isinstance(change, TaskChange):
+            task = tasks_by_index[change.index]
+            Task.objects.filter(pk=task.pk).update(**change.fields)
+            for k, v in change.fields.items():
+                setattr(task, k, v)
+            if _SHOWN_TASK_FIELDS & set(change.fields):
+                pub.task(job, task)
+                shown = True
+        elif isinstance(change, TargetChange):
+            target = targets_by_index[change.index]
+            Target.objects.filter(pk=target.pk).update(**change.fields)
+            for k, v in change.fields.items():
+                setattr(target, k, v)
+            pub.output(job, target)
+            targets_changed = shown = True
+        elif isinstance(change, FetchOutputs):
+            Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
+            tasks.enqueue_output_fetch(job, list(change.indexes))
+        elif isinstance(change, JobMove):
+            fields = dict(change.fields)
+            if change.name == "lose":
+                fields["error"] = _("Slurm no longer knows this job (neither the queue nor the accounting has it). "
+                                    "It may have been removed by an administrator; outputs already made are kept.")
+            shown |= lifecycle.move(job, change.name, pub=pub, **fields)
+        elif isinstance(change, ClearError):
+            Job.objects.filter(pk=job.pk).update(error="")
+            job.error = ""
+            shown = True
+        elif isinstance(change, EndAttempt):
+            shown |= end_attempt(job, list(tasks_by_index.values()), pub)
+    if targets_changed and job.recount():
+        pub.job(job)
+    elif shown:
+        pub.job(job)
+    return shown
+
+
+def end_attempt(job: Job, task_rows: list[Task], pub: Publisher | None = None) -> bool:
+    """Every task of the attempt ended: resubmit automatically (out of memory, node failure), or
+    decide the job's end. True when the job moved."""
+    # OUT_OF_MEMORY / NODE_FAIL: resubmitted once as a new attempt instead of finalised.
+    if auto_retry(job, task_rows):
+        return True
+    return finish_job(job, task_rows, pub)
+
+
+def finish_job(job: Job, task_rows: list[Task], pub: Publisher | None = None) -> bool:
+    """All tasks ended: decide completed / partially_failed / failed / cancelled."""
+    with transaction.atomic():
+        by_task = {t.index: t for t in task_rows}
+        # Targets a task never reported (it died first) failed for the task's reason.
+        for t in job.targets.filter(status__in=(TargetStatus.WAITING, TargetStatus.RUNNING)):
+            task = by_task.get(t.task_index)
+            why = (task.reason if task and task.reason else _("the task ended before this image was processed"))
+            Target.objects.filter(pk=t.pk).update(status=TargetStatus.FAILED, message=why, failed_with_task=True)
+            if pub is not None:
+                t.status, t.message, t.failed_with_task = TargetStatus.FAILED, why, True
+                pub.output(job, t)
+        job.recount()
+        done, failed, total = job.done, job.failed, job.targets.count()
+        cancelled = job.cancel_requested or any(t.state == "CANCELLED" for t in task_rows)
+        if cancelled:
+            status, error = JobStatus.CANCELLED, _("Cancelled. %(done)s of %(total)s images were finished and are kept.") % {"done": done, "total": total}
+        elif failed == 0:
+            status, error = JobStatus.COMPLETED, ""
+        elif done:
+            status, error = JobStatus.PARTIALLY_FAILED, _("%(failed)s of %(total)s images failed; see each image's message.") % {"failed": failed, "total": total}
+        else:
+            reasons = sorted({t.reason for t in task_rows if t.reason})
+            status, error = JobStatus.FAILED, (_("All images failed: %(why)s") % {"why": "; ".join(reasons)} if reasons else _("All images failed; see each image's message."))
+        if job.attempts:  # a retried job says what each attempt was for
+            error = "\n".join(filter(None, [error, retry_note(job)]))
+        moved = lifecycle.move(job, "finish", to=status, pub=pub, finished_at=timezone.now(), error=error)
+        if moved:
+            # Charged in the same transaction as the final state: a crash cannot leave an ended job
+            # uncharged. `move` is conditional, so a job seen ending twice is charged once.
+            _charge(job)
+            transaction.on_commit(lambda: tasks.enqueue_after_finish(job))  # email: RQ, after commit
+        return moved
+
+
+def _charge(job: Job) -> None:
+    """Charge the job's usage; an accounting error is logged and never blocks the job's end."""
+    try:
+        with transaction.atomic():  # a savepoint: a failed insert leaves the job's transaction usable
+            charge_job(job)
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.exception("job %s: usage not charged", job.id)

@@ -1,0 +1,269 @@
+"""The watcher's rules, as ONE pure function: what changes, given what the portal knows and what
+the cluster said. No database, no SSH, no clock (the time is an argument): tested like a table
+over captured Slurm 22.05 output (tests/portal/test_watcher_decide.py).
+
+    decide(job, slurm, records, log_tails, now) -> Decision
+
+The rules:
+
+- A task that has left `squeue` is never assumed to have succeeded: `sacct` decides. A job that
+  neither knows any more, well after submission and with both answering, is `lost`; when either
+  command failed (slurmctld or slurmdbd restarting), nothing is concluded this cycle.
+- `sacct` has the final word on a task it reports ended; `squeue` is fresher for one that waits
+  or runs (a task `squeue` still shows COMPLETING has ended when `sacct` says so).
+- A task seen FAILED is recorded only once the end of its log has been read: the log tells a
+  memory kill (OverMemoryKill clusters end it FAILED with signal 9 and write "exceeded memory
+  limit") or a GPU out-of-memory apart from other failures. While waiting, the task row carries
+  `log_wait_since`, and the next cycle's single SSH round trip reads its log. A task killed by
+  SIGKILL whose log does not have the line yet is read again, cycle after cycle, until the line
+  appears or KILL_LINE_WAIT has passed (slurmstepd writes it a moment after the kill).
+- The attempt has ended when every task is terminal, no task waits for its log, and every
+  target that succeeded has its output fetched: then the caller applies the automatic retry
+  policy or finalises the job (`EndAttempt`). Until then the job stays running, so "completed"
+  always means the results can be downloaded.
+"""
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+from cluster import SlurmTask
+from cluster import states as slurm_states
+from worker.progress import TaskProgress
+
+#: how long a submitted job may be unknown to both squeue and sacct before it counts as lost
+LOST_AFTER = timedelta(minutes=5)
+#: how long a task killed by SIGKILL is re-read for slurmstepd's memory-kill line
+KILL_LINE_WAIT = timedelta(seconds=20)
+#: how long a target's output fetch may be outstanding before it is asked for again
+FETCH_AGAIN_AFTER = timedelta(minutes=2)
+
+PENDING, RUNNING, FAILED, OUT_OF_MEMORY = "PENDING", "RUNNING", "FAILED", "OUT_OF_MEMORY"
+
+
+# ---- what the portal knows (rows as plain values) -----------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class TaskRow:
+    index: int
+    state: str = PENDING
+    node: str = ""
+    exit_code: int | None = None
+    reason: str = ""
+    elapsed_seconds: int | None = None
+    gpus: int = 0
+    attempt: int = 1
+    log_wait_since: datetime | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return slurm_states.is_terminal(self.state)
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetRow:
+    index: int
+    task_index: int
+    status: str = "waiting"
+    message: str = ""
+    faces_found: int = 0
+    faces_swapped: int = 0
+    seconds: float | None = None
+    failed_with_task: bool = False
+    has_output: bool = False
+    fetch_asked_at: datetime | None = None
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status in OK_STATUSES
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRow:
+    id: str
+    status: str
+    slurm_job_id: str
+    submitted_at: datetime | None
+    error: str = ""
+    tasks: tuple[TaskRow, ...] = ()
+    targets: tuple[TargetRow, ...] = ()
+
+
+# ---- what the cluster said ----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SlurmAnswer:
+    """One job's tasks as squeue and sacct reported them this cycle, by array index.
+
+    `answered`: both commands answered without an error (an empty answer is still an answer).
+    """
+
+    queued: dict[int, SlurmTask] = dataclasses.field(default_factory=dict)
+    accounted: dict[int, SlurmTask] = dataclasses.field(default_factory=dict)
+    answered: bool = True
+
+
+# ---- what changes -------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class TaskChange:
+    index: int
+    fields: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetChange:
+    index: int
+    fields: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class FetchOutputs:
+    indexes: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobMove:
+    """A lifecycle move (`jobs.lifecycle.TRANSITIONS`) with the fields it writes."""
+
+    name: str
+    fields: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClearError:
+    """Every task is queued with a reason of its own: the job's older message no longer applies."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EndAttempt:
+    """Every task ended and every output is in: retry automatically, or finalise the job."""
+
+
+Change = TaskChange | TargetChange | FetchOutputs | JobMove | ClearError | EndAttempt
+
+
+@dataclasses.dataclass
+class Decision:
+    changes: list = dataclasses.field(default_factory=list)
+    #: array indexes whose log must be read in the next cycle's round trip
+    logs_wanted: list[int] = dataclasses.field(default_factory=list)
+
+    def of(self, kind) -> list:
+        return [c for c in self.changes if isinstance(c, kind)]
+
+
+OK_STATUSES = frozenset({"done", "no_face", "skipped"})
+
+
+# ---- the rules ----------------------------------------------------------------------------------
+
+def merged_states(slurm: SlurmAnswer) -> dict[int, SlurmTask]:
+    """One Slurm record per index: sacct's for an ended task, squeue's for one waiting or running."""
+    states = dict(slurm.accounted)
+    for index, task in slurm.queued.items():
+        if slurm_states.is_terminal(task.state):
+            continue  # squeue's copy of an ended task: sacct (or the next cycle) has it
+        ended = slurm.accounted.get(index)
+        if ended is not None and slurm_states.is_terminal(ended.state) and task.state == "COMPLETING":
+            continue  # slurmd still cleaning up a task that sacct already reports ended
+        states[index] = task
+    return states
+
+
+def _is_sigkill(st: SlurmTask) -> bool:
+    # The JSON sometimes lacks the signal of a SIGKILL (None, no exit code either).
+    return st.state == FAILED and (st.signal == 9 or (st.signal is None and not st.exit_code))
+
+
+def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetime,
+                requeued: bool = False) -> tuple[dict, bool]:
+    """(fields to change, waits for its log) for one task. `requeued`: sacct reports the task
+    active again after an end (Slurm requeued it), so an end recorded earlier is undone."""
+    if task.is_terminal and not slurm_states.is_terminal(st.state):
+        if not requeued:
+            return {}, False  # never back out of an end on a stale answer
+        return _recorded(task, st, st.state, slurm_states.pending_reason(st.reason) if st.state == PENDING else ""), False
+    if st.state == FAILED and not task.is_terminal:
+        since = task.log_wait_since
+        if log_tail is None:  # not read yet: ask for it in the next round trip
+            return ({} if since else {"log_wait_since": now}), True
+        state = slurm_states.effective_state(st, log_tail)
+        if state == FAILED and _is_sigkill(st) and since is not None and now - since < KILL_LINE_WAIT:
+            return {}, True  # slurmstepd may not have written the memory-kill line yet
+        return _recorded(task, st, state, slurm_states.plain_reason(st, log_tail)), False
+    if task.is_terminal:
+        # Decided when it ended (from its log, for a failure); later answers only add details.
+        return _recorded(task, st, task.state, task.reason), False
+    if slurm_states.is_terminal(st.state):
+        state = slurm_states.effective_state(st, "")
+        return _recorded(task, st, state, "" if state == "COMPLETED" else slurm_states.plain_reason(st, "")), False
+    return _recorded(task, st, st.state, slurm_states.pending_reason(st.reason) if st.state == PENDING else ""), False
+
+
+def _recorded(task: TaskRow, st: SlurmTask, state: str, reason: str) -> dict:
+    new = {"state": state, "node": st.node or task.node, "exit_code": st.exit_code,
+           "elapsed_seconds": st.elapsed_seconds, "reason": reason[:300], "gpus": st.gpus or task.gpus,
+           "log_wait_since": None}
+    return {k: v for k, v in new.items() if getattr(task, k) != v}
+
+
+def target_fields(record) -> dict:
+    """What a worker's record of one target sets on its row."""
+    return {"status": record.status, "message": record.message[:2000], "faces_found": record.faces_found,
+            "faces_swapped": record.faces_swapped, "seconds": record.seconds,
+            "failed_with_task": record.status == "failed" and bool(getattr(record, "stopped_by_task_end", False))}
+
+
+def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tails: dict[int, str],
+           now: datetime) -> Decision:
+    decision = Decision()
+    changes = decision.changes
+    if not slurm.queued and not slurm.accounted:
+        if slurm.answered and job.submitted_at and now - job.submitted_at > LOST_AFTER:
+            changes.append(JobMove("lose", {"finished_at": now}))
+        return decision
+
+    states = merged_states(slurm)
+    tasks: dict[int, TaskRow] = {t.index: t for t in job.tasks}
+    for task in job.tasks:
+        st = states.get(task.index)
+        if st is None:
+            if task.log_wait_since is not None and not task.is_terminal:
+                decision.logs_wanted.append(task.index)  # gone from squeue, not yet in sacct: still waiting
+            continue
+        ended_before = slurm.accounted.get(task.index)
+        requeued = ended_before is not None and not slurm_states.is_terminal(ended_before.state)
+        fields, waits = decide_task(task, st, log_tails.get(task.index), now, requeued=requeued)
+        if waits:
+            decision.logs_wanted.append(task.index)
+        if fields:
+            changes.append(TaskChange(task.index, fields))
+            tasks[task.index] = dataclasses.replace(task, **fields)
+
+    targets: dict[int, TargetRow] = {t.index: t for t in job.targets}
+    for progress in records:
+        for rec in progress.targets:
+            target = targets.get(rec.index)
+            if target is None:
+                continue
+            new = {k: v for k, v in target_fields(rec).items() if getattr(target, k) != v}
+            if new:
+                changes.append(TargetChange(rec.index, new))
+                targets[rec.index] = dataclasses.replace(target, **new)
+
+    missing = [t for t in targets.values() if t.is_ok and not t.has_output]
+    ask = tuple(sorted(t.index for t in missing
+                       if t.fetch_asked_at is None or now - t.fetch_asked_at > FETCH_AGAIN_AFTER))
+    if ask:
+        changes.append(FetchOutputs(ask))
+
+    rows = list(tasks.values())
+    if rows and all(t.is_terminal for t in rows) and not decision.logs_wanted and not missing:
+        changes.append(EndAttempt())
+    elif job.status == "pending" and any(t.state == RUNNING for t in rows):
+        changes.append(JobMove("started", {"started_at": now}))
+    elif job.error and rows and all(t.state == PENDING for t in rows) and rows[0].reason \
+            and job.error != rows[0].reason:
+        changes.append(ClearError())
+    return decision
