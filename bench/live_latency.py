@@ -68,7 +68,7 @@ async def main_async(n: int) -> dict:
     def make_jobs():
         out = []
         for sid in ids:
-            job = Job.objects.create(owner=user, template=template, template_snapshot=template.snapshot(),
+            job = Job.objects.create(owner=user, template=template, template_snapshot=template.snapshot().to_json(),
                                      cluster=profile, status=JobStatus.PENDING, slurm_job_id=sid,
                                      submitted_at=timezone.now(), total=1)
             Task.objects.create(job=job, index=0, state="PENDING")

@@ -50,7 +50,7 @@ async def client(url: str, cookie: str, port: int, arrivals: dict, ready: asynci
 async def main_async(n: int, events: int) -> dict:
     user = await sync_to_async(User.objects.get)(username="demo")
     template = await sync_to_async(Template.objects.select_related("cluster").get)(slug="gpu-batch")
-    job = await sync_to_async(Job.objects.create)(owner=user, template=template, template_snapshot=template.snapshot(),
+    job = await sync_to_async(Job.objects.create)(owner=user, template=template, template_snapshot=template.snapshot().to_json(),
                                                   cluster=template.cluster, status=JobStatus.RUNNING, total=10)
     cookie = await sync_to_async(session_cookie)(user)
     daphne = Daphne()

@@ -25,6 +25,8 @@ from typing import Any
 
 from django.db import transaction
 
+from jobs.models import AuditEntry
+
 log = logging.getLogger(__name__)
 
 __all__ = ["record", "target_fields", "client_ip"]
@@ -42,8 +44,6 @@ def record(actor, action: str, target: Any = None, details: dict | None = None, 
     request: where the client's IP address is read from, when there is one.
     """
     try:
-        from jobs.models import AuditEntry
-
         user = actor if getattr(actor, "is_authenticated", False) else None
         name = user.get_username() if user is not None else ""
         target_type, target_id, target_repr = target_fields(target)

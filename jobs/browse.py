@@ -5,7 +5,8 @@ import posixpath
 
 from django.utils.translation import gettext as _
 
-from cluster import ClusterError, PathNotAllowed, get_runner, resolve_remote_in_roots
+import cluster
+from cluster import ClusterError, PathNotAllowed, resolve_remote_in_roots
 
 from jobs.errors import BrowseError
 from jobs.models import ClusterProfile, Template
@@ -33,7 +34,7 @@ def browse(user, path: str = "", profile: ClusterProfile | None = None) -> dict:
     if not path:
         return {"path": "", "entries": [{"name": r, "path": r, "type": "dir", "size": None} for r in roots]}
     try:
-        runner = get_runner(profile.cluster_config())
+        runner = cluster.runner_for(profile)
         real = resolve_remote_in_roots(runner, path, roots)
         entries = runner.listdir(real)
     except PathNotAllowed:

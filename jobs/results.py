@@ -6,6 +6,7 @@ Used by the pages and the JSON API alike.
 """
 from __future__ import annotations
 
+import mimetypes
 import os
 import time
 import zipfile
@@ -14,12 +15,14 @@ from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import FileResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpRequest, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 from django.utils.text import slugify
 
 from cluster import PathNotAllowed, check_in_roots, map_path
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
+from jobs import audit
 from jobs.models import Job, Target
 from jobs.uploads import safe_name
 
@@ -175,3 +178,28 @@ def iter_zip(files: Iterable[tuple[str, Path]], chunk_bytes: int = ZIP_CHUNK_BYT
 def _nonempty(data: bytes) -> Iterator[bytes]:
     if data:
         yield data
+
+
+# ---- serving a file --------------------------------------------------------------------------
+
+def record_download(request: HttpRequest, job, kind: str, target=None, via: str = "page") -> None:
+    """One "job.download" audit entry: `kind` is "zip", "output" or "input"; `via` "page" or "api"."""
+    details = {"file": kind, "via": via}
+    if target is not None:
+        details.update(index=target.index, name=target.output_name if kind == "output" else target.name)
+    audit.record(request.user, "job.download", target=job, details=details, request=request)
+
+
+def serve_file(path: Path | None, name: str, download: bool = False) -> MediaFileResponse:
+    """Stream a checked file. Only photo and video types are shown in the browser; anything else
+    is a download, so an upload can never run as a page of this site."""
+    if path is None:
+        raise Http404("No such file")
+    content_type = None
+    if name.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS):
+        content_type = mimetypes.guess_type(name)[0]
+    response = MediaFileResponse(open(path, "rb"), as_attachment=download or content_type is None, filename=name,
+                            content_type=content_type or "application/octet-stream")
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response

@@ -22,59 +22,21 @@ attempt already submitted by its Slurm name (`Job.slurm_name` names the attempt)
 from __future__ import annotations
 
 import logging
-import re
 
 from django.db import transaction
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from cluster.sbatch import compress_ranges
-from cluster.states import is_terminal
+from cluster import is_terminal
 
-from jobs import lifecycle, tasks
-from jobs.models import Job, JobStatus, Target, TargetStatus, Task
+from jobs import attempts, lifecycle, tasks
+from jobs.models import Job, JobAttempt, JobStatus, Target, TargetStatus, Task
 
 log = logging.getLogger(__name__)
 
 #: final states a user may retry from
-RETRYABLE_JOB_STATUSES = (JobStatus.FAILED, JobStatus.PARTIALLY_FAILED, JobStatus.LOST)
+RETRYABLE_JOB_STATUSES = lifecycle.TRANSITIONS["retry"].sources
 #: task end states the watcher resubmits by itself, once each
 AUTO_RETRY_STATES = ("OUT_OF_MEMORY", "NODE_FAIL")
-
-_MEM = re.compile(r"^\s*(\d+)\s*([KMGT]?)\s*$", re.IGNORECASE)
-_UNIT_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-
-def mem_mb(value: str) -> int | None:
-    """Slurm memory text ("4G", "500M", "2048") in MB; None when empty or unreadable."""
-    match = _MEM.match(str(value or ""))
-    if not match:
-        return None
-    return max(1, int(int(match.group(1)) * _UNIT_MB[match.group(2).upper()]))
-
-
-def mem_text(mb: int) -> str:
-    return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
-
-
-def current_mem(job: Job) -> str:
-    """The memory per task the current attempt asks for ("" = the partition's default)."""
-    for rec in reversed(job.attempts or []):
-        if rec.get("mem"):
-            return rec["mem"]
-    return job.template_snapshot.get("mem") or ""
-
-
-def more_memory(job: Job) -> str | None:
-    """Twice the current memory, capped at the template's ceiling; None when that is no more."""
-    snap = job.template_snapshot
-    now = mem_mb(current_mem(job))
-    if now is None:
-        return None
-    ceiling = mem_mb(snap.get("max_mem") or "") or 2 * (mem_mb(snap.get("mem") or "") or now)
-    new = min(2 * now, ceiling)
-    return mem_text(new) if new > now else None
-
 
 def is_retryable(target: Target) -> bool:
     """Failed because its task died, or never got a result; never one that failed for its own reasons."""
@@ -90,23 +52,18 @@ def retryable_targets(job: Job, task_indexes=None) -> list[Target]:
     return [t for t in targets if is_retryable(t)]
 
 
-def attempt_record(job: Job, attempt: int, indexes, mem: str, why: str = "", auto: bool = False, by: str = "") -> dict:
-    return {"attempt": attempt, "slurm_job_id": "", "indexes": sorted(indexes), "array": compress_ranges(list(indexes)),
-            "mem": mem, "why": why, "auto": auto, "by": by, "at": timezone.now().isoformat(), "ended": {}}
-
-
 def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: str | None = None, why: str = "",
-                 auto: bool = False) -> bool:
+                 auto: bool = False, kinds: tuple[str, ...] = ()) -> bool:
     """Resubmit the job's retryable targets as a new attempt. True when an attempt was made.
 
     `task_indexes` limits the retry to those chunks (the automatic policy); `mem` asks for more
     memory per task; `auto` marks a retry the watcher made (from `pending`/`running`, before the
-    job was finalised) rather than the user (from a final state).
+    job was finalised) rather than the user (from a final state), and `kinds` what it answers.
     """
-    from_statuses = (JobStatus.PENDING, JobStatus.RUNNING) if auto else RETRYABLE_JOB_STATUSES
     with transaction.atomic():
         job.refresh_from_db()
-        if job.status not in from_statuses or (job.cancel_requested and auto):
+        if job.status not in (lifecycle.TRANSITIONS["auto_retry" if auto else "retry"].sources) \
+                or (job.cancel_requested and auto):
             return False
         targets = retryable_targets(job, task_indexes)
         if not targets:
@@ -115,41 +72,39 @@ def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: 
         # A lost job's tasks never ended: rerun them too (the worker skips what is done), or the
         # new attempt could never end.
         indexes = sorted({t.task_index for t in targets} | {t.index for t in task_rows if not is_terminal(t.state)})
-        history = [dict(r) for r in (job.attempts or [])]
-        if not history:  # the first retry: record the first attempt too
-            history.append(attempt_record(job, 1, [t.index for t in task_rows] or indexes,
-                                          job.template_snapshot.get("mem") or ""))
-            history[0]["slurm_job_id"], history[0]["at"] = job.slurm_job_id, (
-                job.submitted_at or job.created_at).isoformat()
-        history[-1]["slurm_job_id"] = history[-1].get("slurm_job_id") or job.slurm_job_id
-        history[-1]["ended"] = {str(t.index): t.state for t in task_rows if t.attempt == job.attempt}
         new_attempt = job.attempt + 1
-        new_mem = mem or current_mem(job)
+        new_mem = mem or attempts.current_mem(job)
         by = "" if auto or actor is None else actor.get_username()
-        history.append(attempt_record(job, new_attempt, indexes, new_mem, why=why, auto=auto, by=by))
-        done = Target.objects.filter(job=job, status__in=("done", "no_face", "skipped")).count()
-        failed = Target.objects.filter(job=job, status=TargetStatus.FAILED).exclude(
-            pk__in=[t.pk for t in targets]).count()
+        if not job.attempts.exists():  # the first retry: record the first run too
+            JobAttempt.objects.create(job=job, number=1, slurm_job_id=job.slurm_job_id, mem=job.snapshot.mem,
+                                      indexes=[t.index for t in task_rows] or indexes,
+                                      at=job.submitted_at or job.created_at)
+        JobAttempt.objects.filter(job=job, number=job.attempt).update(
+            ended={str(t.index): t.state for t in task_rows if t.attempt == job.attempt})
+        JobAttempt.objects.filter(job=job, number=job.attempt, slurm_job_id="").update(slurm_job_id=job.slurm_job_id)
+        record = JobAttempt.objects.create(job=job, number=new_attempt, indexes=indexes, mem=new_mem, why=why,
+                                           auto=auto, by=by, kinds=list(kinds))
         note = why or _("Retrying %(n)s image(s) (attempt %(attempt)s).") % {"n": len(targets), "attempt": new_attempt}
-        moved = lifecycle.move(
-            job, "auto_retry" if auto else "retry", attempt=new_attempt, attempts=history, slurm_job_id="",
-            finished_at=None, error=note, done=done, failed=failed, cancel_requested=False,
-            audit_action="job.retry", actor=None if auto else actor, request=request, details={
-                "attempt": new_attempt, "array": history[-1]["array"], "targets": len(targets), "mem": new_mem,
-                "auto": auto, "why": why})
-        if not moved:
+        if not lifecycle.move(
+                job, "auto_retry" if auto else "retry", attempt=new_attempt, slurm_job_id="", finished_at=None,
+                error=note, cancel_requested=False, audit_action="job.retry", actor=None if auto else actor,
+                request=request, details={"attempt": new_attempt, "array": record.array, "targets": len(targets),
+                                          "mem": new_mem, "auto": auto, "why": why}):
+            transaction.set_rollback(True)  # lost a race: the attempt row goes too
             return False
         Target.objects.filter(pk__in=[t.pk for t in targets]).update(
             status=TargetStatus.WAITING, message="", failed_with_task=False, faces_found=0, faces_swapped=0, seconds=None)
         Task.objects.filter(job=job, index__in=indexes).update(
-            state="PENDING", attempt=new_attempt, node="", exit_code=None, reason="", elapsed_seconds=None)
+            state="PENDING", attempt=new_attempt, node="", exit_code=None, reason="", elapsed_seconds=None,
+            log_wait_since=None)
+        job.recount()
         transaction.on_commit(lambda: tasks.enqueue_submission(job))
-    log.info("job %s: attempt %s over tasks %s (%s targets, mem %s, %s)", job.id, new_attempt,
-             history[-1]["array"], len(targets), new_mem or "default", "automatic" if auto else f"by {by}")
+    log.info("job %s: attempt %s over tasks %s (%s targets, mem %s, %s)", job.id, new_attempt, record.array,
+             len(targets), new_mem or "default", "automatic" if auto else f"by {by}")
     return True
 
 
-def auto_retry(job: Job, tasks: list[Task]) -> bool:
+def auto_retry(job: Job, task_rows: list[Task]) -> bool:
     """The automatic policy, when all of an attempt's tasks ended and before `finish_job`.
 
     Once per job and kind: OUT_OF_MEMORY -> twice the memory up to the template's ceiling;
@@ -157,14 +112,14 @@ def auto_retry(job: Job, tasks: list[Task]) -> bool:
     """
     if job.cancel_requested:
         return False
-    current = [t for t in tasks if t.attempt == job.attempt]
-    done_before = {k for r in (job.attempts or []) if r.get("auto") for k in r.get("kinds", [])}
+    current = [t for t in task_rows if t.attempt == job.attempt]
+    done_before = attempts.kinds_retried_automatically(job)
     retry: set[int] = set()
     whys, kinds = [], []
     mem = None
     oom = [t.index for t in current if t.state == "OUT_OF_MEMORY"]
     if oom and "oom" not in done_before:
-        mem = more_memory(job)
+        mem = attempts.more_memory(job)
         if mem:
             retry |= set(oom)
             kinds.append("oom")
@@ -178,24 +133,7 @@ def auto_retry(job: Job, tasks: list[Task]) -> bool:
         return False
     why = "; ".join(whys)
     why = why[:1].upper() + why[1:] + "."
-    made = retry_failed(job, task_indexes=retry, mem=mem, why=why, auto=True)
-    if made:
-        # Mark the kind on the new attempt's record, so each kind is retried automatically once.
-        history = list(Job.objects.filter(pk=job.pk).values_list("attempts", flat=True).get())
-        history[-1]["kinds"] = kinds
-        Job.objects.filter(pk=job.pk).update(attempts=history)
-        job.attempts = history
-    return made
-
-
-def retry_note(job: Job) -> str:
-    """One line per retry, for the final message: "Attempt 2 (tasks 0): ran out of memory; ..."."""
-    lines = []
-    for rec in (job.attempts or [])[1:]:
-        who = _("automatically") if rec.get("auto") else (_("by %(user)s") % {"user": rec["by"]} if rec.get("by") else "")
-        lines.append(_("Attempt %(n)s (tasks %(array)s) %(who)s: %(why)s") % {
-            "n": rec["attempt"], "array": rec.get("array", ""), "who": who, "why": rec.get("why") or _("retried")})
-    return "\n".join(lines)
+    return retry_failed(job, task_indexes=retry, mem=mem, why=why, auto=True, kinds=tuple(kinds))
 
 
 def retry_refusal(job: Job) -> str:

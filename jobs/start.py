@@ -66,7 +66,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
         except UploadRejected as exc:
             raise StartError(_("Target %(name)s: %(reason)s") % {"name": f.name, "reason": exc}, "targets") from None
 
-    job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=template.snapshot(),
+    job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=template.snapshot().to_json(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url)
     # Folder targets are counted on the cluster after Start (jobs.submit re-checks the count).
     n_targets = len(target_files) if target_files else None

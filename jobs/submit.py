@@ -21,7 +21,7 @@ from worker.layout import LOG_NAME_PATTERN
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 
-from jobs import lifecycle
+from jobs import attempts, lifecycle
 from jobs.live.protocol import publish_job
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
 from jobs.errors import QuotaExceeded, SubmitRejected
@@ -67,13 +67,9 @@ def submit_job(job_id: str) -> str | None:
         publish_job(job)
         log.warning("job %s: submission failed, will retry: %s", job.id, exc)
         raise
-    extra = {}
-    if job.attempts:  # a retried job: this attempt's Slurm id goes into its record too
-        history = [dict(r) for r in job.attempts]
-        history[-1]["slurm_job_id"] = slurm_id
-        extra = {"attempts": history, "error": history[-1].get("why", "")}
-    if not lifecycle.move(job, "submitted", **{"slurm_job_id": slurm_id, "submitted_at": timezone.now(),
-                                               "error": "", **extra}):
+    # A retried job: this attempt's Slurm id goes into its record, and its reason stays on the page.
+    why = attempts.record_submission(job, slurm_id)
+    if not lifecycle.move(job, "submitted", slurm_job_id=slurm_id, submitted_at=timezone.now(), error=why):
         # Cancelled while sbatch ran: keep the id so nothing runs unseen, and stop it.
         Job.objects.filter(pk=job.pk).update(slurm_job_id=slurm_id)
         runner.run(slurm.scancel_argv([slurm_id]), timeout=30)
@@ -96,7 +92,7 @@ def find_submitted(runner, job: Job) -> str | None:
 
 def stage(runner, job: Job) -> str:
     """Put sources and uploaded targets on the cluster, write manifest and script; returns the script path."""
-    snap = job.template_snapshot
+    snap = job.snapshot
     folder = job.folder
     for sub in folder.subdirs:
         runner.makedirs(sub)
@@ -108,7 +104,7 @@ def stage(runner, job: Job) -> str:
         sources.append(remote)
 
     # Each target's task_index (index // chunk size) and cluster path were set when its row was made.
-    chunk_size = max(1, int(snap.get("chunk_size") or 1))
+    chunk_size = snap.chunk_size
     if job.target_folder and not job.targets.exists():
         _targets_from_folder(runner, job, chunk_size)
     # Plain tuples, not model instances: building 1,000 Target objects would dominate a big Start.
@@ -123,7 +119,7 @@ def stage(runner, job: Job) -> str:
         job=str(job.id), sources=tuple(sources),
         targets=tuple(ManifestTarget(path=path, output=out) for path, out, _upload in targets),
         chunks=tuple(tuple(c) for c in chunks), output_dir=folder.out,
-        engine=EngineOptions(name=snap.get("engine", "auto"), face_selector=snap.get("face_selector", "many")),
+        engine=EngineOptions(name=snap.engine, face_selector=snap.face_selector),
     )
     runner.put_bytes(manifest.dumps().encode(), folder.manifest)
 
@@ -139,7 +135,7 @@ def stage_retry(runner, job: Job) -> str:
     to retry is written, and those chunks' old progress records are removed so that the watcher
     never reads the previous attempt's records as this attempt's. Returns the script path."""
     folder = job.folder
-    indexes = [int(i) for i in job.attempts[-1]["indexes"]]
+    indexes = [int(i) for i in attempts.latest(job).indexes]
     records = [folder.progress_record(i) for i in indexes]
     for start in range(0, len(records), 500):
         runner.run(["rm", "-f", "--", *records[start:start + 500]], timeout=60, check=True)
@@ -150,9 +146,7 @@ def stage_retry(runner, job: Job) -> str:
 
 def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None = None) -> SbatchSpec:
     """The batch script's spec: the whole array (`n_tasks`), or a retry's `indexes` (`--array=3,17,42`)."""
-    from jobs.retry import current_mem
-
-    profile, snap = job.cluster, job.template_snapshot
+    profile, snap = job.cluster, job.snapshot
     folder = job.folder
     command = [profile.worker_python, "-m", "worker", "run", "--manifest", folder.manifest]
     if profile.models_dir:
@@ -165,13 +159,13 @@ def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None 
         env["FFP_TEST_ALLOCATE_MB"] = str(int(test_mb))
     binds = [f"{profile.models_dir}:{profile.models_dir}"] if profile.models_dir else []
     return SbatchSpec(
-        job_name=job.slurm_name, comment=job.slurm_name, partition=snap["partition"], time_limit=snap["time_limit"],
-        cpus_per_task=int(snap.get("cpus_per_task") or 1), mem=current_mem(job), gres=snap.get("gres") or "",
+        job_name=job.slurm_name, comment=job.slurm_name, partition=snap.partition, time_limit=snap.time_limit,
+        cpus_per_task=snap.cpus_per_task, mem=attempts.current_mem(job), gres=snap.gres,
         array_indexes=list(indexes) if indexes is not None else list(range(n_tasks)),
-        array_limit=snap.get("array_limit"), log_dir=folder.logs, log_name=LOG_NAME_PATTERN,
-        workdir=profile.worker_path or folder.root, command=command, env=env, qos=snap.get("qos") or "",
-        container_image=snap.get("container_image") or "",
-        container_binds=binds + [f"{folder.root}:{folder.root}"] if snap.get("container_image") else [],
+        array_limit=snap.array_limit, log_dir=folder.logs, log_name=LOG_NAME_PATTERN,
+        workdir=profile.worker_path or folder.root, command=command, env=env, qos=snap.qos,
+        container_image=snap.container_image,
+        container_binds=binds + [f"{folder.root}:{folder.root}"] if snap.container_image else [],
     )
 
 

@@ -147,7 +147,7 @@ class TemplateAdmin(AuditedAdmin):
 def preview_script(template: Template, user=None, n_targets: int = PREVIEW_TARGETS) -> str:
     """The sbatch script of a sample job (never saved) of `n_targets` targets, rendered exactly as
     a submission would (jobs.submit.sbatch_spec), from the template's snapshot."""
-    job = Job(id=PREVIEW_JOB_ID, owner=user, template=template, template_snapshot=template.snapshot(),
+    job = Job(id=PREVIEW_JOB_ID, owner=user, template=template, template_snapshot=template.snapshot().to_json(),
               cluster=template.cluster)
     n_tasks = len(make_chunks(n_targets, max(1, template.chunk_size or 1)))
     return render_script(sbatch_spec(job, n_tasks))

@@ -20,7 +20,7 @@ def absolute(path: str, request=None) -> str:
 
 def with_details(jobs: QuerySet) -> QuerySet:
     """The prefetches `job_detail` reads: two queries for any number of jobs."""
-    return jobs.prefetch_related("tasks", "targets")
+    return jobs.prefetch_related("tasks", "targets", "attempts")
 
 
 def job_summary(job: Job, request=None) -> dict:
@@ -29,7 +29,7 @@ def job_summary(job: Job, request=None) -> dict:
         "id": str(job.id),
         "name": job.name,
         "status": job.status,
-        "template": job.template_snapshot.get("slug", ""),
+        "template": job.snapshot.slug,
         "slurm_job_id": job.slurm_job_id,
         "progress": {"total": job.total, "done": job.done, "failed": job.failed},
         "error": job.error,
@@ -52,8 +52,9 @@ def job_detail(job: Job, request=None) -> dict:
         for t in job.targets.all() if t.output_file
     ]
     body["attempt"] = job.attempt
-    body["attempts"] = [{k: rec.get(k) for k in ("attempt", "slurm_job_id", "array", "mem", "why", "auto", "at", "ended")}
-                        for rec in (job.attempts or [])]
+    body["attempts"] = [{"attempt": a.number, "slurm_job_id": a.slurm_job_id, "array": a.array, "mem": a.mem,
+                         "why": a.why, "auto": a.auto, "at": a.at.isoformat(), "ended": a.ended}
+                        for a in job.attempts.all()]
     body["error"] = error
     return body
 

@@ -13,6 +13,8 @@ from django.utils.translation import gettext as _
 
 from jobs.api import shapes as serializers
 from jobs.lifecycle import request_cancel
+from jobs.results import output_path, record_download, serve_file, stream_results_zip
+from jobs.retry import retry_failed, retry_refusal
 from jobs.api.auth import api_view, error
 from jobs.browse import browse
 from jobs.errors import BrowseError, StartError
@@ -148,8 +150,6 @@ def job_cancel(request, job_id):
 def job_retry(request, job_id):
     """202 with the job: its failed targets are resubmitted as a new attempt (jobs.retry).
     409 when nothing can be retried (still running, cancelled, or only own-reason failures)."""
-    from jobs.retry import retry_failed, retry_refusal
-
     found = _job_for(request, job_id)
     if found is None:
         return _no_job()
@@ -165,9 +165,6 @@ def job_results(request, job_id):
     found = _job_for(request, job_id)
     if found is None:
         return _no_job()
-    from jobs.results import stream_results_zip  # written with the pages; imported here to keep the API's import light
-    from jobs.web.views.files import record_download
-
     response = stream_results_zip(found)
     record_download(request, found, "zip", via="api")
     return response
@@ -180,9 +177,6 @@ def job_output(request, job_id, index):
     target = found.targets.filter(index=index).first() if found is not None else None
     if target is None:
         return _no_job()
-    from jobs.results import output_path
-    from jobs.web.views.files import record_download, serve_file
-
     path = output_path(target)
     if path is None:
         return error(_("This output is not ready yet."), 404)

@@ -23,6 +23,7 @@ import json
 import logging
 
 from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -48,7 +49,7 @@ def job_state(job: Job) -> dict:
     return {
         "id": str(job.id), "name": job.name, "status": job.status, "status_label": job.get_status_display(),
         "owner": job.owner.get_username(), "cancel_requested": job.cancel_requested,
-        "template": job.template_snapshot.get("name", ""), "slurm_job_id": job.slurm_job_id,
+        "template": job.snapshot.name, "slurm_job_id": job.slurm_job_id,
         "progress": {"total": job.total, "done": job.done, "failed": job.failed},
         "error": job.error, "created_at": _iso(job.created_at), "started_at": _iso(job.started_at),
         "finished_at": _iso(job.finished_at), "url": reverse("job-detail", args=[job.id]),
@@ -123,8 +124,6 @@ class Publisher:
     def flush(self) -> int:
         if not self.messages:
             return 0
-        from channels.layers import get_channel_layer
-
         layer = get_channel_layer()
         sent = 0
         if layer is not None:

@@ -1,13 +1,16 @@
-"""The portal's words as tables: cluster profile, template, job, task, target, source, quota, usage,
-audit entry, notification preference, API token."""
+"""The portal's words as tables: cluster profile, template (and a job's snapshot of it), job,
+job attempt, task, target, source, quota, usage, audit entry, notification preference, API token."""
+from jobs.models.attempt import JobAttempt
 from jobs.models.audit import AuditEntry
 from jobs.models.cluster_profile import ClusterProfile
 from jobs.models.job import Job, JobStatus, Source, Target, TargetStatus, Task
 from jobs.models.preferences import EmailNotice, NoticeKind, NoticeStatus, NotificationPreference
 from jobs.models.quota import Quota
+from jobs.models.snapshot import TemplateSnapshot
 from jobs.models.template import Template
 from jobs.models.token import ApiToken
 from jobs.models.usage import UsageRecord
 
-__all__ = ["ApiToken", "AuditEntry", "ClusterProfile", "EmailNotice", "Job", "JobStatus", "NoticeKind", "NoticeStatus",
-           "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Template", "UsageRecord"]
+__all__ = ["ApiToken", "AuditEntry", "ClusterProfile", "EmailNotice", "Job", "JobAttempt", "JobStatus", "NoticeKind",
+           "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Template",
+           "TemplateSnapshot", "UsageRecord"]

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from cluster import ClusterConfig
 from worker.layout import JobFolder
 
 
@@ -62,9 +63,7 @@ class ClusterProfile(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def cluster_config(self):
-        from cluster import ClusterConfig
-
+    def cluster_config(self) -> ClusterConfig:
         return ClusterConfig(host=self.host, port=self.port, user=self.username,
                              private_key=self.private_key, known_hosts=self.known_hosts)
 

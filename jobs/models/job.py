@@ -8,7 +8,10 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from worker.choices import SUCCESS_STATUSES, TARGET_STATUSES
 from worker.layout import JobFolder
+
+from jobs.models.snapshot import TemplateSnapshot
 
 
 class JobStatus(models.TextChoices):
@@ -28,17 +31,16 @@ ACTIVE_STATUSES = (JobStatus.SUBMITTING, JobStatus.PENDING, JobStatus.RUNNING)
 FINAL_STATUSES = (JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.LOST)
 
 
-class TargetStatus(models.TextChoices):
-    # The worker's progress-record statuses (worker/progress.py), plus "waiting" before any record.
-    WAITING = "waiting", _("waiting")
-    RUNNING = "running", _("processing")
-    DONE = "done", _("done")
-    NO_FACE = "no_face", _("no face found")
-    SKIPPED = "skipped", _("already done")
-    FAILED = "failed", _("failed")
+#: what the pages call each target status; the statuses themselves are the worker's
+#: (worker/choices.py), plus "waiting" before the worker has written any record
+TARGET_STATUS_LABELS = {
+    "waiting": _("waiting"), "running": _("processing"), "done": _("done"), "no_face": _("no face found"),
+    "skipped": _("already done"), "failed": _("failed"),
+}
+TargetStatus = models.TextChoices(
+    "TargetStatus", [(s.upper(), (s, TARGET_STATUS_LABELS[s])) for s in ("waiting", *TARGET_STATUSES)])
 
-
-OK_TARGET_STATUSES = (TargetStatus.DONE, TargetStatus.NO_FACE, TargetStatus.SKIPPED)
+OK_TARGET_STATUSES = tuple(TargetStatus(s) for s in sorted(SUCCESS_STATUSES))
 
 
 class JobQuerySet(models.QuerySet):
@@ -68,11 +70,9 @@ class Job(models.Model):
     target_folder = models.CharField(max_length=1000, blank=True)
     slurm_job_id = models.CharField(max_length=32, blank=True, db_index=True)
     cancel_requested = models.BooleanField(default=False)
-    #: 1 for the first submission; each retry (jobs.retry) is a new attempt with its own Slurm job
+    #: 1 for the first submission; each retry (jobs.retry) is a new attempt with its own Slurm job,
+    #: recorded as a JobAttempt row (`job.attempts`)
     attempt = models.PositiveIntegerField(default=1, db_default=1)
-    #: one record per attempt once the job has been retried (jobs.retry.attempt_record): attempt,
-    #: slurm_job_id, indexes (the array indexes it ran), mem, why, auto, by, at, ended {index: state}
-    attempts = models.JSONField(default=list, db_default=[], blank=True)
     consent_at = models.DateTimeField(null=True, blank=True)
     callback_url = models.URLField(blank=True)
     total = models.PositiveIntegerField(default=0)
@@ -102,6 +102,11 @@ class Job(models.Model):
     @property
     def media_dir(self) -> Path:
         return job_media_dir(self)
+
+    @property
+    def snapshot(self) -> TemplateSnapshot:
+        """The template as it was at Start (`template_snapshot`, typed)."""
+        return TemplateSnapshot.from_json(self.template_snapshot)
 
     @property
     def folder(self) -> JobFolder:

@@ -1,18 +1,23 @@
 from __future__ import annotations
 
-import re
-
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-ENGINE_CHOICES = [("auto", _("Automatic (GPU models if installed)")), ("insightface", _("InsightFace (GPU)")),
-                  ("classic", _("Classic (CPU)"))]
-FACE_SELECTOR_CHOICES = [("many", _("Every face")), ("one", _("The largest face")), ("reference", _("Faces like a reference photo"))]
-#: what Slurm takes as a partition or QOS name in a batch script (cluster.sbatch.SbatchSpec checks the same)
-SLURM_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+from cluster import check_slurm_fields
+from worker.choices import ENGINE_NAMES, FACE_SELECTORS
+
+from jobs.models.snapshot import TemplateSnapshot
+
+#: the worker's engines and face selectors (worker/choices.py), with the words the admin reads
+ENGINE_LABELS = {"auto": _("Automatic (GPU models if installed)"), "insightface": _("InsightFace (GPU)"),
+                 "classic": _("Classic (CPU)")}
+FACE_SELECTOR_LABELS = {"many": _("Every face"), "one": _("The largest face"),
+                        "reference": _("Faces like a reference photo")}
+ENGINE_CHOICES = [(name, ENGINE_LABELS[name]) for name in ENGINE_NAMES]
+FACE_SELECTOR_CHOICES = [(name, FACE_SELECTOR_LABELS[name]) for name in FACE_SELECTORS]
 
 
 class TemplateQuerySet(models.QuerySet):
@@ -69,46 +74,37 @@ class Template(models.Model):
 
     def clean(self) -> None:
         """Refuse what Slurm would refuse at submission, so it fails here, in front of the admin,
-        not on a user's Start: time limit, memory, GPU request, chunking, Slurm names.
+        not on a user's Start. The rules are the cluster package's (`check_slurm_fields`), the same
+        ones every batch script is checked against; here each problem is said in the admin's words.
 
         Whether the partition and the GPU type exist needs the cluster: the admin form checks
         that when the cluster answers (jobs.cluster_survey), since a model must save offline.
         """
-        from cluster import validate_gres, validate_mem, validate_time_limit
-
-        errors: dict[str, str] = {}
-
-        def check(field: str, validate, value) -> None:
-            try:
-                validate(value)
-            except ValueError as exc:
-                errors.setdefault(field, str(exc))
-
-        check("time_limit", validate_time_limit, self.time_limit)
-        check("mem", validate_mem, self.mem)
-        if self.max_mem:
-            check("max_mem", validate_mem, self.max_mem)
-        # The GPU request is built from type and count; a bad type is where the fix goes.
-        try:
-            validate_gres(self.gres)
-        except ValueError as exc:
-            errors["gpu_type"] = _("%(why)s. The GPU type is one word, like h200 or a100.") % {"why": exc}
+        problems = check_slurm_fields(
+            partition=self.partition, qos=self.qos, time_limit=self.time_limit, mem=self.mem,
+            max_mem=self.max_mem, gres=self.gres, cpus_per_task=self.cpus_per_task, array_limit=self.array_limit,
+            chunk_size=self.chunk_size, container_image=self.container_image)
+        if not self.partition:
+            problems.pop("partition", None)  # the form's own "This field is required" says it
+        if self.cpus_per_task is None:
+            problems.pop("cpus_per_task", None)
+        words = {
+            "partition": lambda why: _("%(name)s is not a Slurm partition name (letters, digits, _ . - only).") % {
+                "name": repr(self.partition)},
+            "qos": lambda why: _("%(name)s is not a Slurm QOS name (letters, digits, _ . - only).") % {
+                "name": repr(self.qos)},
+            # The GPU request is built from type and count; a bad type is where the fix goes.
+            "gres": lambda why: _("%(why)s. The GPU type is one word, like h200 or a100.") % {"why": why},
+            "chunk_size": lambda why: _("Each task needs at least one image: set 1 or more."),
+            "array_limit": lambda why: _("Allow at least 1 task at once, or leave it empty for no limit."),
+            "cpus_per_task": lambda why: _("Each task needs at least 1 CPU."),
+            "container_image": lambda why: _("The container image must be a single line."),
+        }
+        errors = {("gpu_type" if field == "gres" else field): words.get(field, str)(why)
+                  for field, why in problems.items()}
         if self.gpu_type and not self.gpu_count:
             errors.setdefault("gpu_count", _("A GPU type is set but no GPUs are asked for: set the count to 1 or more, "
                                              "or clear the GPU type."))
-        if self.chunk_size is not None and self.chunk_size < 1:
-            errors["chunk_size"] = _("Each task needs at least one image: set 1 or more.")
-        if self.array_limit is not None and self.array_limit < 1:
-            errors["array_limit"] = _("Allow at least 1 task at once, or leave it empty for no limit.")
-        if self.cpus_per_task is not None and self.cpus_per_task < 1:
-            errors["cpus_per_task"] = _("Each task needs at least 1 CPU.")
-        if self.partition and not SLURM_NAME.match(self.partition):
-            errors["partition"] = _("%(name)s is not a Slurm partition name (letters, digits, _ . - only).") % {
-                "name": repr(self.partition)}
-        if self.qos and not SLURM_NAME.match(self.qos):
-            errors["qos"] = _("%(name)s is not a Slurm QOS name (letters, digits, _ . - only).") % {"name": repr(self.qos)}
-        if "\n" in self.container_image or "\r" in self.container_image:
-            errors["container_image"] = _("The container image must be a single line.")
         if errors:
             raise ValidationError(errors)
 
@@ -118,13 +114,11 @@ class Template(models.Model):
             return ""
         return f"gpu:{self.gpu_type}:{self.gpu_count}" if self.gpu_type else f"gpu:{self.gpu_count}"
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> TemplateSnapshot:
         """What a job runs with, frozen at Start: later edits never change a submitted job."""
-        return {
-            "slug": self.slug, "name": self.name, "cluster": self.cluster.slug, "partition": self.partition,
-            "gres": self.gres, "gpu_count": self.gpu_count, "cpus_per_task": self.cpus_per_task, "mem": self.mem,
-            "max_mem": self.max_mem,
-            "time_limit": self.time_limit, "chunk_size": self.chunk_size, "array_limit": self.array_limit,
-            "container_image": self.container_image, "engine": self.engine, "face_selector": self.face_selector,
-            "qos": self.qos, "seconds_per_image": self.seconds_per_image,
-        }
+        return TemplateSnapshot(
+            slug=self.slug, name=self.name, cluster=self.cluster.slug, partition=self.partition, gres=self.gres,
+            gpu_count=self.gpu_count, cpus_per_task=self.cpus_per_task, mem=self.mem, max_mem=self.max_mem,
+            time_limit=self.time_limit, chunk_size=self.chunk_size, array_limit=self.array_limit,
+            container_image=self.container_image, engine=self.engine, face_selector=self.face_selector, qos=self.qos,
+            seconds_per_image=self.seconds_per_image)

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from jobs.models import Template
-from jobs.quotas.estimate import _chunk_size, estimate_gpu_hours
+from jobs.quotas.estimate import chunk_size_of, estimate_gpu_hours
 from jobs.quotas.limits import applicable_quotas, effective_limits, gpu_budgets, job_budgets, resets_on
 from jobs.errors import QuotaExceeded
 from jobs.quotas.messages import MB, _count, _gpu_message, _jobs_message, format_mb
@@ -69,7 +69,7 @@ def check_quota(user, template: Template, n_targets: int | None,
         if b.used + 1 > b.limit:
             raise QuotaExceeded(_jobs_message(b), None)
 
-    need = estimate_gpu_hours(template, n_targets if n_targets is not None else _chunk_size(template))
+    need = estimate_gpu_hours(template, n_targets if n_targets is not None else chunk_size_of(template))
     if need > 0:
         for b in gpu_budgets(user, now, quotas):
             if b.used + need > b.limit:

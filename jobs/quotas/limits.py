@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils.translation import gettext as _
 
-from jobs.models import Job, JobStatus, Quota
-from jobs.quotas.estimate import _chunk_size, estimate_gpu_hours
+from jobs.models import Job, JobStatus, Quota, TemplateSnapshot
+from jobs.quotas.estimate import chunk_size_of, estimate_gpu_hours
 from jobs.usage.accounting import gpu_hours_this_month, month_of
 
 #: a job in these states holds a slot of "jobs at once" and counts at its estimate until charged
@@ -106,8 +106,9 @@ def gpu_hours_used(users, now: datetime | None = None) -> float:
     charged = gpu_hours_this_month(users, now)
     pending = 0.0
     rows = _active_jobs(users).filter(usage__isnull=True).values_list("template_snapshot", "total")
-    for snapshot, total in rows:
-        pending += estimate_gpu_hours(snapshot, total or _chunk_size(snapshot))
+    for data, total in rows:
+        snapshot = TemplateSnapshot.from_json(data)
+        pending += estimate_gpu_hours(snapshot, total or chunk_size_of(snapshot))
     return charged + pending
 
 

@@ -56,7 +56,7 @@ def charge_job(job: Job) -> UsageRecord:
         return existing
     sums = Task.objects.filter(job=job, elapsed_seconds__isnull=False).aggregate(
         gpu=Sum(F("elapsed_seconds") * F("gpus")), elapsed=Sum("elapsed_seconds"))
-    cpus = int(job.template_snapshot.get("cpus_per_task") or 1)
+    cpus = job.snapshot.cpus_per_task
     gpu_seconds = float(sums["gpu"] or 0)
     cpu_seconds = float((sums["elapsed"] or 0) * cpus)
     # get_or_create: two watchers seeing the same end race on the unique job column; one row wins.

@@ -32,6 +32,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from jobs import quotas
+from jobs.quotas import format_hours, resets_on
 from jobs.usage.accounting import gpu_hours_this_month, month_of
 from jobs.models import EmailNotice, Job, JobStatus, NoticeKind, NoticeStatus, NotificationPreference, UsageRecord
 
@@ -91,7 +93,7 @@ def notify_job_finished(job_id: str) -> str:
         "job": job, "name": display_name(job), "user_name": user.get_full_name() or user.get_username(),
         "url": absolute_url(reverse("job-detail", args=[job.id])),
         "settings_url": absolute_url(reverse("usage") + "#email"),
-        "template_name": job.template_snapshot.get("name", ""),
+        "template_name": job.snapshot.name,
         "gpu_hours": usage.gpu_hours if usage else None,
     }
     return _send(notice, "email/job_finished", context)
@@ -124,8 +126,6 @@ def charged_gpu_quota(user, now: datetime | None = None) -> GpuQuota | None:
     Charged, not charged + estimates (what Start checks): an email says what was really used.
     A group's limit counts all its members' hours. A limit of 0 (no GPUs at all) sends nothing.
     """
-    from jobs import quotas  # the quota feature; imported late, it imports jobs.start
-
     best = None
     for q in quotas.applicable_quotas(user):
         if q.gpu_hours_per_month is None or q.gpu_hours_per_month <= 0:
@@ -144,8 +144,6 @@ def notify_quota(user_id: int, now: datetime | None = None) -> list[str]:
     Once per threshold per user per month. Returns the kinds of notices this call decided (sent,
     failed or skipped); [] when nothing new.
     """
-    from jobs.quotas import resets_on
-
     user = get_user_model().objects.filter(pk=user_id).first()
     if user is None:
         return []
@@ -177,8 +175,6 @@ def notify_quota(user_id: int, now: datetime | None = None) -> list[str]:
 
 
 def _quota_subject(pct: int, quota: GpuQuota) -> str:
-    from jobs.quotas import format_hours
-
     values = {"used": format_hours(quota.used_hours), "limit": format_hours(quota.limit_hours), "source": quota.source}
     if quota.is_group:
         text = (_("Your group has used all its GPU-hours this month (%(used)s of %(limit)s, %(source)s)") if pct >= 100

@@ -14,7 +14,8 @@ from django.utils.translation import gettext as _
 from jobs import lifecycle, tasks
 from jobs.live.protocol import Publisher
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
-from jobs.retry import auto_retry, retry_note
+from jobs.attempts import retry_note
+from jobs.retry import auto_retry
 from jobs.usage.accounting import charge_job
 from jobs.watcher.decide import (
     ClearError, Decision, EndAttempt, FetchOutputs, JobMove, JobRow, TargetChange, TargetRow, TaskChange, TaskRow,
@@ -118,8 +119,8 @@ def finish_job(job: Job, task_rows: list[Task], pub: Publisher | None = None) ->
         else:
             reasons = sorted({t.reason for t in task_rows if t.reason})
             status, error = JobStatus.FAILED, (_("All images failed: %(why)s") % {"why": "; ".join(reasons)} if reasons else _("All images failed; see each image's message."))
-        if job.attempts:  # a retried job says what each attempt was for
-            error = "\n".join(filter(None, [error, retry_note(job)]))
+        note = retry_note(job)  # a retried job says what each attempt was for
+        error = "\n".join(filter(None, [error, note]))
         moved = lifecycle.move(job, "finish", to=status, pub=pub, finished_at=timezone.now(), error=error)
         if moved:
             # Charged in the same transaction as the final state: a crash cannot leave an ended job

@@ -444,7 +444,7 @@ def test_the_job_page_polls_live_json_when_its_websocket_cannot_connect(local, d
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     owner = User.objects.get(username="demo")
     template = Template.objects.get(slug="gpu-batch")
-    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(),
+    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                              cluster=template.cluster, name="polled", status=JobStatus.RUNNING, slurm_job_id="999999",
                              total=2)
     Task.objects.create(job=job, index=0, state="RUNNING", node="vm")
@@ -527,7 +527,7 @@ def test_the_job_list_adds_and_follows_a_new_job_under_a_strict_csp(local, daphn
             tab.page.wait_for_selector("#live-indicator[data-mode=live]", timeout=15_000)
             assert tab.page.is_visible("#jobs-empty")
 
-            job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(),
+            job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                                      cluster=template.cluster, name="under a strict policy",
                                      status=JobStatus.RUNNING, total=4, done=1)
             _publish(job)

@@ -7,6 +7,7 @@ import subprocess
 import numpy
 from PIL import Image
 
+from jobs.attempts import history
 from jobs.models import Job, JobStatus, Template, TargetStatus
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import start
@@ -42,9 +43,9 @@ def test_two_tasks_over_their_memory_are_retried_automatically_with_more_memory(
     job = watch_until(job, {JobStatus.QUEUED} | FINAL)
     assert job.status == JobStatus.QUEUED, (job.error, [(t.index, t.state, t.reason) for t in job.tasks.all()])
     assert job.attempt == 2 and job.slurm_job_id == ""
-    assert job.attempts[0]["slurm_job_id"] == first
-    assert job.attempts[0]["ended"] == {"0": "OUT_OF_MEMORY", "1": "OUT_OF_MEMORY"}
-    assert job.attempts[1]["auto"] and job.attempts[1]["mem"] == "500M" and job.attempts[1]["array"] == "0-1"
+    assert history(job)[0].slurm_job_id == first
+    assert history(job)[0].ended == {"0": "OUT_OF_MEMORY", "1": "OUT_OF_MEMORY"}
+    assert history(job)[1].auto and history(job)[1].mem == "500M" and history(job)[1].array == "0-1"
     assert "Ran out of memory; retried automatically with 500M." in job.error
     assert job.targets.filter(status=TargetStatus.WAITING).count() == 3
 
@@ -56,7 +57,7 @@ def test_two_tasks_over_their_memory_are_retried_automatically_with_more_memory(
     assert job.status == JobStatus.COMPLETED, (job.error, [(t.name, t.status, t.message) for t in job.targets.all()])
     assert job.done == 3 and job.failed == 0 and all(t.output_file for t in job.targets.all())
     assert [(t.state, t.attempt) for t in job.tasks.all()] == [("COMPLETED", 2), ("COMPLETED", 2)]
-    assert job.attempts[1]["slurm_job_id"] == second
+    assert history(job)[1].slurm_job_id == second
     assert "Attempt 2 (tasks 0-1) automatically: Ran out of memory" in job.error
     # The first attempt really was a memory kill in Slurm's accounting; the second asked for more.
     out = subprocess.run(["sacct", "-n", "-X", "-j", f"{first},{second}", "-o", "JobID%20,JobName%60,ReqMem%10,State%20"],
@@ -84,4 +85,4 @@ def test_a_corrupt_target_is_never_retried(api, local, folder, redis_queue):
     job = Job.objects.get(pk=job.pk)
     broken.refresh_from_db()
     assert (broken.status, broken.message, broken.failed_with_task) == before
-    assert job.status == JobStatus.PARTIALLY_FAILED and job.attempt == 1 and job.attempts == []
+    assert job.status == JobStatus.PARTIALLY_FAILED and job.attempt == 1 and history(job) == []

@@ -31,7 +31,7 @@ def image(name: str, data: bytes) -> SimpleUploadedFile:
 def make_job(owner, template, *, status: str = JobStatus.QUEUED, name: str = "", targets: int = 0,
              tasks: int = 0) -> Job:
     """A job as Start and the watcher would leave it, without uploads (the API reads rows only)."""
-    job = Job.objects.create(owner=owner, name=name, template=template, template_snapshot=template.snapshot(),
+    job = Job.objects.create(owner=owner, name=name, template=template, template_snapshot=template.snapshot().to_json(),
                              cluster=template.cluster, status=status, total=targets)
     Target.objects.bulk_create(
         Target(job=job, index=i, name=f"shot/{i:03d}.jpg", output_name=f"{i:03d}.jpg", task_index=i // 2)

@@ -1,6 +1,6 @@
 """Shared fixtures for the portal's tests: named users (owner, colleague, stranger, staff), a
 cluster profile and templates. Unit tests never reach the cluster: Start does not enqueue here
-(SUBMIT_ON_START off) and the SSH seam (`cluster.get_runner`) is not called by pure views."""
+(SUBMIT_ON_START off) and the SSH seam (`cluster.runner_for`) is not called by pure views."""
 import uuid
 
 import pytest

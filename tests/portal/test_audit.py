@@ -30,7 +30,7 @@ def finished_job(owner, template, jpeg_bytes):
     """A completed job with one fetched output and its uploaded input."""
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(),
+    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                              cluster=template.cluster, name="Audited", status=JobStatus.COMPLETED, total=1, done=1)
     outputs = job.media_dir / "outputs"
     outputs.mkdir(parents=True)

@@ -123,7 +123,7 @@ def end_job_through_the_watcher(fake, owner, template, capture, name="Holiday"):
 
 def ended(owner, template, status, **fields) -> Job:
     fields.setdefault("finished_at", datetime.now(dt_timezone.utc))
-    return Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(),
+    return Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                               cluster=template.cluster, status=status, **fields)
 
 
@@ -163,7 +163,7 @@ def test_a_finished_job_emails_its_owner(fake, owner, template, inbox, rq_defaul
 ])
 def test_the_subject_says_how_it_ended(owner, template, status, done_, failed, expected):
     job = Job(owner=owner, name="Holiday", status=status, total=40, done=done_, failed=failed,
-              template_snapshot=template.snapshot())
+              template_snapshot=template.snapshot().to_json())
     assert job_subject(job) == f"[FaceFusion Portal] {expected}"
 
 

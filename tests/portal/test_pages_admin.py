@@ -15,7 +15,7 @@ def admin_client(client, staff):
 
 @pytest.fixture
 def job(owner, template):
-    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(),
+    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                              cluster=template.cluster, name="Admin view", slurm_job_id="777")
     Task.objects.create(job=job, index=0, state="RUNNING", node="gpu-node-1")
     Target.objects.create(job=job, index=0, name="a.jpg", output_name="a.jpg")

@@ -10,7 +10,7 @@ WHO_SEES = [("owner", 200), ("colleague", 404), ("stranger", 404), ("staff", 200
 
 def make_job(owner, template, **fields) -> Job:
     fields.setdefault("name", "Wedding set")
-    return Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(),
+    return Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                               cluster=template.cluster, **fields)
 
 

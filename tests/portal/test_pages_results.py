@@ -25,7 +25,7 @@ def body_of(response) -> bytes:
 def job(owner, template, jpeg_bytes):
     """A finished job with two fetched outputs (one with a unicode name), one failed target, and
     an uploaded target for before/after."""
-    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(),
+    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                              cluster=template.cluster, name="Hochzeit 婚礼", status=JobStatus.PARTIALLY_FAILED,
                              total=3, done=2, failed=1)
     outputs = job.media_dir / "outputs"

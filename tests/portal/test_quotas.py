@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from jobs import quotas
-from jobs.models import Job, JobStatus, Quota, Template, UsageRecord
+from jobs.models import Job, JobStatus, Quota, Template, TemplateSnapshot, UsageRecord
 from jobs.errors import QuotaExceeded, StartError
 from jobs.quotas import check_quota, effective_limits, estimate_gpu_hours, gpu_budgets, quota_status
 
@@ -20,13 +20,13 @@ DEC_1 = datetime(2026, 12, 1, 0, 30, tzinfo=dt_timezone.utc)
 
 def charged(user, template, hours: float, period: date) -> UsageRecord:
     """A finished job of `user` charged `hours` GPU-hours in the month starting `period`."""
-    job = Job.objects.create(owner=user, template=template, template_snapshot=template.snapshot(),
+    job = Job.objects.create(owner=user, template=template, template_snapshot=template.snapshot().to_json(),
                              cluster=template.cluster, status=JobStatus.COMPLETED)
     return UsageRecord.objects.create(job=job, user=user, period=period, gpu_seconds=hours * 3600)
 
 
 def active(user, template, status=JobStatus.RUNNING, total=0, folder="") -> Job:
-    return Job.objects.create(owner=user, template=template, template_snapshot=template.snapshot(),
+    return Job.objects.create(owner=user, template=template, template_snapshot=template.snapshot().to_json(),
                               cluster=template.cluster, status=status, total=total, target_folder=folder)
 
 
@@ -161,8 +161,8 @@ def test_it_estimates_from_a_snapshot_as_from_the_template(template, big):
     assert estimate_gpu_hours(big.snapshot(), 25) == pytest.approx(estimate_gpu_hours(big, 25))
     # quick-gpu: 2 images per task at the default 3 s, + 30 s model load, 1 GPU
     assert estimate_gpu_hours(template, 10) == pytest.approx(5 * 36 / 3600)
-    old = {k: v for k, v in template.snapshot().items() if k != "seconds_per_image"}  # before the field existed
-    assert estimate_gpu_hours(old, 10) == pytest.approx(5 * 36 / 3600)
+    old = {k: v for k, v in template.snapshot().to_json().items() if k != "seconds_per_image"}  # before the field existed
+    assert estimate_gpu_hours(TemplateSnapshot.from_json(old), 10) == pytest.approx(5 * 36 / 3600)
 
 
 def test_it_charges_no_gpu_hours_for_a_cpu_template(owner, profile):

@@ -12,9 +12,11 @@ from cluster import CommandResult
 from cluster.sbatch import render_script
 from jobs import submit
 from jobs.watcher import poll as watcher
+from jobs.attempts import history
 from jobs.models import AuditEntry, Job, JobStatus, Target, TargetStatus, Task
 from jobs.watcher.decide import KILL_LINE_WAIT
-from jobs.retry import more_memory, retry_failed, retryable_targets
+from jobs.attempts import more_memory
+from jobs.retry import retry_failed, retryable_targets
 
 from .api_helpers import session_client, token_client
 from .test_watcher import SAMPLES, FakeRunner, fake, make_job, settle  # noqa: F401 - fixture
@@ -54,10 +56,10 @@ def test_a_retry_is_a_new_attempt_over_just_those_chunks(owner, template, django
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and job.attempt == 2 and job.slurm_job_id == "" and job.finished_at is None
     assert enqueued == [(job.pk, 2)]
-    first, second = job.attempts
-    assert first["attempt"] == 1 and first["slurm_job_id"] == "500" and first["ended"]["2"] == "OUT_OF_MEMORY"
-    assert second["indexes"] == [2] and second["array"] == "2" and second["mem"] == "2G" and not second["auto"]
-    assert second["by"] == owner.username
+    first, second = history(job)
+    assert first.number == 1 and first.slurm_job_id == "500" and first.ended["2"] == "OUT_OF_MEMORY"
+    assert second.indexes == [2] and second.array == "2" and second.mem == "2G" and not second.auto
+    assert second.by == owner.username
     assert {t.index: t.status for t in job.targets.all()} == {0: "done", 1: "done", 2: "done", 3: "failed",
                                                               4: "waiting", 5: "waiting"}
     assert job.targets.get(index=3).message == "3.jpg is truncated or corrupt"  # untouched
@@ -85,14 +87,14 @@ def test_a_lost_job_retries_what_never_got_a_result(owner, template):
     Task.objects.filter(job=job, index=0).update(state="COMPLETED")
     assert retry_failed(job)
     job.refresh_from_db()
-    assert job.attempts[1]["indexes"] == [1]
+    assert history(job)[1].indexes == [1]
     # A task that never ended is rerun too (its done targets are skipped), so the attempt can end.
     lost = make_job(owner, template, "78", tasks=2)
     Job.objects.filter(pk=lost.pk).update(status=JobStatus.LOST)
     Target.objects.filter(job=lost, index=0).update(status=TargetStatus.DONE)
     assert retry_failed(lost)
     lost.refresh_from_db()
-    assert lost.attempts[1]["indexes"] == [0, 1]
+    assert history(lost)[1].indexes == [0, 1]
 
 
 def test_the_api_answers_202_with_the_job_and_409_with_a_reason(owner, template):
@@ -164,7 +166,7 @@ def test_a_memory_kill_is_retried_once_with_twice_the_memory(fake, owner, templa
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and job.attempt == 2
-    assert job.attempts[1]["auto"] and job.attempts[1]["mem"] == "4G" and job.attempts[1]["kinds"] == ["oom"]
+    assert history(job)[1].auto and history(job)[1].mem == "4G" and history(job)[1].kinds == ["oom"]
     assert "Ran out of memory; retried automatically with 4G." in job.error
     assert job.targets.get().status == TargetStatus.WAITING
     spec = submit.sbatch_spec(job, indexes=[0])
@@ -203,7 +205,7 @@ def test_the_end_waits_for_the_memory_kill_line(fake, owner, template):
     runner.log_tail = MEMKILL_LOG
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
-    assert job.status == JobStatus.QUEUED and job.attempts[0]["ended"] == {"0": "OUT_OF_MEMORY"}
+    assert job.status == JobStatus.QUEUED and history(job)[0].ended == {"0": "OUT_OF_MEMORY"}
 
 
 def test_a_sigkill_without_the_memory_line_ends_failed_once_the_wait_is_over(fake, owner, template):
@@ -226,7 +228,7 @@ def test_a_node_failure_is_retried_once_with_the_same_memory(fake, owner, templa
     fake(FakeRunner(sacct=json.dumps(doc)))
     settle(template.cluster)
     job.refresh_from_db()
-    assert job.status == JobStatus.QUEUED and job.attempts[1]["mem"] == "2G"
+    assert job.status == JobStatus.QUEUED and history(job)[1].mem == "2G"
     assert "compute node failed" in job.error
 
 
@@ -270,7 +272,7 @@ def test_a_later_attempt_submits_one_array_over_the_chosen_chunks(owner, templat
     assert retry_failed(job, actor=owner)
     assert submit.submit_job(str(job.id)) == "901"
     job.refresh_from_db()
-    assert job.status == JobStatus.PENDING and job.slurm_job_id == "901" and job.attempts[1]["slurm_job_id"] == "901"
+    assert job.status == JobStatus.PENDING and job.slurm_job_id == "901" and history(job)[1].slurm_job_id == "901"
     assert any(f"--name=ffp-{job.id}-a2" in a or f"ffp-{job.id}-a2" in a for a in runner.batches[0][1])
     root = job.folder.root
     rm = next(a for a in runner.runs if a[0] == "rm")

@@ -20,7 +20,7 @@ def _utc(settings):
 
 def charged(owner, template, gpu_seconds, name="", when=None, cpu_seconds=0.0) -> UsageRecord:
     when = when or timezone.now()
-    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(), name=name,
+    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(), name=name,
                              cluster=template.cluster, status=JobStatus.COMPLETED, finished_at=when, total=2, done=2)
     return UsageRecord.objects.create(job=job, user=owner, period=month_of(when), gpu_seconds=gpu_seconds,
                                       cpu_seconds=cpu_seconds)

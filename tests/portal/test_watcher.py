@@ -1,6 +1,6 @@
 """The watcher's decisions, from REAL captured Slurm 22.05 output, through a fake SSH runner.
 
-The fake replaces only the one seam (`cluster.get_runner`); parsing, state mapping and the
+The fake replaces only the one seam (`cluster.runner_for`); parsing, state mapping and the
 job's final state are the real code. End-to-end runs on the real cluster live in tests/e2e.
 """
 import json
@@ -46,7 +46,7 @@ class FakeRunner:
 
 
 def make_job(owner, template, slurm_id, tasks, targets_per_task=1, **fields):
-    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot(),
+    job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                              cluster=template.cluster, status=JobStatus.RUNNING, slurm_job_id=slurm_id,
                              submitted_at=timezone.now() - timedelta(minutes=1), total=tasks * targets_per_task,
                              **fields)

@@ -10,20 +10,15 @@ every output fetched is a download.
 """
 from __future__ import annotations
 
-import mimetypes
 from pathlib import Path
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
-from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
-
-from jobs import audit
-from jobs.results import MediaFileResponse, input_path, output_path, stream_results_zip, thumbnail_path
-from jobs.web.views import get_job_for_user
-from jobs.web.views import get_target_for_user
+from jobs.results import input_path, output_path, record_download, serve_file, stream_results_zip, thumbnail_path
+from jobs.web.views import get_job_for_user, get_target_for_user
 
 
 @login_required
@@ -62,27 +57,4 @@ def job_results_zip(request: HttpRequest, job_id: UUID) -> HttpResponse:
     job = get_job_for_user(request.user, job_id)
     response = stream_results_zip(job)
     record_download(request, job, "zip")
-    return response
-
-
-def record_download(request: HttpRequest, job, kind: str, target=None, via: str = "page") -> None:
-    """One "job.download" audit entry: `kind` is "zip", "output" or "input"; `via` "page" or "api"."""
-    details = {"file": kind, "via": via}
-    if target is not None:
-        details.update(index=target.index, name=target.output_name if kind == "output" else target.name)
-    audit.record(request.user, "job.download", target=job, details=details, request=request)
-
-
-def serve_file(path: Path | None, name: str, download: bool = False) -> MediaFileResponse:
-    """Stream a checked file. Only photo and video types are shown in the browser; anything else
-    is a download, so an upload can never run as a page of this site."""
-    if path is None:
-        raise Http404("No such file")
-    content_type = None
-    if name.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS):
-        content_type = mimetypes.guess_type(name)[0]
-    response = MediaFileResponse(open(path, "rb"), as_attachment=download or content_type is None, filename=name,
-                            content_type=content_type or "application/octet-stream")
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    response["Cache-Control"] = "private, max-age=3600"
     return response

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from worker.manifest import VIDEO_EXTENSIONS
 
 from jobs.lifecycle import request_cancel
+from jobs.retry import RETRYABLE_JOB_STATUSES, retry_failed, retry_refusal, retryable_targets
 from jobs.web.forms import NewJobForm
 from jobs.models import Job
 from jobs.quotas import quota_status
@@ -72,8 +73,9 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "progress": progress_of(job),
         "has_outputs": job.targets.exclude(output_file="").exists(),
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,
-        "template_name": job.template_snapshot.get("name", ""),  # what it ran with, not the edited template
+        "template_name": job.snapshot.name,  # what it ran with, not the edited template
         "can_retry": can_retry(job),
+        "attempts": job.attempts.all(),
     }
     return render(request, "jobs/job_detail.html", context)
 
@@ -93,8 +95,6 @@ def job_cancel(request: HttpRequest, job_id: UUID) -> HttpResponse:
 @login_required
 def job_retry(request: HttpRequest, job_id: UUID) -> HttpResponse:
     """Retry failed images: a new attempt over just the chunks holding them (jobs.retry)."""
-    from jobs.retry import retry_failed, retry_refusal
-
     job = get_job_for_user(request.user, job_id)
     if retry_failed(job, actor=request.user, request=request):
         messages.success(request, _("Retrying the failed images. This page follows the new attempt."))
@@ -120,8 +120,6 @@ def target_detail(request: HttpRequest, job_id: UUID, index: int) -> HttpRespons
 
 def can_retry(job: Job) -> bool:
     """Whether the Retry button is offered: an ended job with an image that failed because its task died."""
-    from jobs.retry import RETRYABLE_JOB_STATUSES, retryable_targets
-
     return job.status in RETRYABLE_JOB_STATUSES and bool(retryable_targets(job))
 
 

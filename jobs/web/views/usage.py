@@ -138,7 +138,7 @@ def usage_csv_rows(records):
     yield CSV_HEADER
     for r in records.iterator(chunk_size=500):
         job = r.job
-        yield [r.period.strftime("%Y-%m"), str(job.id), job.name, job.template_snapshot.get("slug", ""), job.status,
+        yield [r.period.strftime("%Y-%m"), str(job.id), job.name, job.snapshot.slug, job.status,
                timezone.localtime(job.finished_at).isoformat() if job.finished_at else "",
                f"{r.gpu_seconds / 3600:.4f}", f"{r.cpu_seconds / 3600:.4f}", f"{r.gpu_seconds:.0f}",
                f"{r.cpu_seconds:.0f}"]
