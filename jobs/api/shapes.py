@@ -1,8 +1,12 @@
-"""Jobs and templates as plain JSON-ready dicts: the shapes of the JSON API (DESIGN.md, stable).
+"""Jobs, tasks, targets and templates as plain JSON-ready dicts: ONE set of shapes.
 
-Pure functions of model instances, so the API and the job page's WebSocket snapshot send the same
-thing. They never query on their own beyond the relations named here: fetch jobs through
-`with_details()` before calling `job_detail` on many of them.
+The JSON API (DESIGN.md, stable) sends `job_summary` / `job_detail`; the live pages (WebSocket
+messages and live.json, jobs/live/protocol.py) send `live_job` / `live_task` / `live_target`,
+which are the API's shapes plus what a page shows and the API does not (labels in the reader's
+language, page links, times). So a job reads the same wherever it is read.
+
+Pure functions of model instances. They never query on their own beyond the relations named here:
+fetch jobs through `with_details()` before calling `job_detail` on many of them.
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.urls import reverse
 
-from jobs.models import Job, Template
+from jobs.models import Job, Target, Task, Template
 
 
 def absolute(path: str, request=None) -> str:
@@ -21,6 +25,10 @@ def absolute(path: str, request=None) -> str:
 def with_details(jobs: QuerySet) -> QuerySet:
     """The prefetches `job_detail` reads: two queries for any number of jobs."""
     return jobs.prefetch_related("tasks", "targets", "attempts")
+
+
+def _iso(dt) -> str | None:
+    return dt.isoformat() if dt else None
 
 
 def job_summary(job: Job, request=None) -> dict:
@@ -42,10 +50,7 @@ def job_detail(job: Job, request=None) -> dict:
     body = job_summary(job, request)
     # Same key order as DESIGN.md lists them: error last.
     error = body.pop("error")
-    body["tasks"] = [
-        {"index": t.index, "status": t.state, "node": t.node, "exit_code": t.exit_code, "reason": t.reason}
-        for t in job.tasks.all()
-    ]
+    body["tasks"] = [task_shape(t) for t in job.tasks.all()]
     # Filtered here, not in the query, so that one prefetch of "targets" serves every caller.
     body["outputs"] = [
         {"name": t.output_name, "url": absolute(reverse("api-job-output", args=[job.id, t.index]), request)}
@@ -57,6 +62,12 @@ def job_detail(job: Job, request=None) -> dict:
                         for a in job.attempts.all()]
     body["error"] = error
     return body
+
+
+def task_shape(task: Task) -> dict:
+    """`{"index", "status", "node", "exit_code", "reason"}`: one array task, its state as Slurm's."""
+    return {"index": task.index, "status": task.state, "node": task.node, "exit_code": task.exit_code,
+            "reason": task.reason}
 
 
 def job_created(job: Job, request=None) -> dict:
@@ -76,4 +87,37 @@ def template_card(template: Template) -> dict:
         "time_limit": template.time_limit,
         "chunk_size": template.chunk_size,
         "engine": template.engine,
+    }
+
+
+# ---- what the live pages get besides -----------------------------------------------------------
+
+def live_job(job: Job) -> dict:
+    """The API's summary, plus the page's extras: the status in words, the owner, the template's
+    name, times and the job page's link."""
+    return {
+        **job_summary(job),
+        "status_label": job.get_status_display(), "owner": job.owner.get_username(),
+        "cancel_requested": job.cancel_requested, "template_name": job.snapshot.name,
+        "created_at": _iso(job.created_at), "started_at": _iso(job.started_at), "finished_at": _iso(job.finished_at),
+        "url": reverse("job-detail", args=[job.id]),
+    }
+
+
+def live_task(task: Task) -> dict:
+    """The API's task, plus its run time."""
+    return {**task_shape(task), "elapsed_seconds": task.elapsed_seconds}
+
+
+def live_target(target: Target) -> dict:
+    """One target as the job page's grid shows it (the API lists only finished outputs)."""
+    job_id = target.job_id
+    return {
+        "index": target.index, "name": target.name, "status": target.status,
+        "status_label": target.get_status_display(), "message": target.message,
+        "faces_found": target.faces_found, "faces_swapped": target.faces_swapped, "seconds": target.seconds,
+        "task_index": target.task_index,
+        "output_url": reverse("job-output", args=[job_id, target.index]) if target.output_file else None,
+        "thumb_url": reverse("job-thumb", args=[job_id, target.index]) if target.thumbnail_file else None,
+        "page_url": reverse("job-target", args=[job_id, target.index]),
     }

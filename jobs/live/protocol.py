@@ -6,13 +6,15 @@ event carries whole, current values (never deltas), so a missed event is repaire
 
 Messages, server -> client (JSON):
 
-  {"type": "snapshot", "job": {...job_state...}, "tasks": [task...], "targets": [target...],
+  {"type": "snapshot", "job": {...live_job...}, "tasks": [live_task...], "targets": [live_target...],
    "cluster": {...cluster_state...}}                                   on /ws/jobs/<id>/
-  {"type": "snapshot", "jobs": [{...job_state...}, ...]}               on /ws/jobs/ (the user's list)
-  {"type": "job", "job": {...job_state...}}
-  {"type": "task", "job_id": "<uuid>", "task": {...task...}}
-  {"type": "output", "job_id": "<uuid>", "target": {...target...}}      a target changed (done, failed, ...)
+  {"type": "snapshot", "jobs": [{...live_job...}, ...]}                on /ws/jobs/ (the user's list)
+  {"type": "job", "job": {...live_job...}}
+  {"type": "task", "job_id": "<uuid>", "task": {...live_task...}}
+  {"type": "output", "job_id": "<uuid>", "target": {...live_target...}} a target changed (done, failed, ...)
   {"type": "cluster", "cluster": {...cluster_state...}}                reachable again / unreachable since
+
+The job, task and target shapes are the JSON API's (jobs/api/shapes.py) plus what a page shows.
 
 Groups: `job.<uuid>` (everyone watching that job) and `user.<owner id>` (that owner's job list;
 `job` events only). Staff watching others' jobs join `job.<uuid>` like the owner.
@@ -25,9 +27,9 @@ import logging
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
-from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from jobs.api.shapes import live_job, live_target, live_task
 from jobs.models import ClusterProfile, Job, Target, Task
 
 log = logging.getLogger(__name__)
@@ -41,43 +43,10 @@ def user_group(user_id) -> str:
     return f"user.{user_id}"
 
 
-def _iso(dt) -> str | None:
-    return dt.isoformat() if dt else None
-
-
-def job_state(job: Job) -> dict:
-    return {
-        "id": str(job.id), "name": job.name, "status": job.status, "status_label": job.get_status_display(),
-        "owner": job.owner.get_username(), "cancel_requested": job.cancel_requested,
-        "template": job.snapshot.name, "slurm_job_id": job.slurm_job_id,
-        "progress": {"total": job.total, "done": job.done, "failed": job.failed},
-        "error": job.error, "created_at": _iso(job.created_at), "started_at": _iso(job.started_at),
-        "finished_at": _iso(job.finished_at), "url": reverse("job-detail", args=[job.id]),
-    }
-
-
-def task_state(task: Task) -> dict:
-    return {"index": task.index, "status": task.state, "node": task.node, "exit_code": task.exit_code,
-            "reason": task.reason, "elapsed_seconds": task.elapsed_seconds}
-
-
-def target_state(target: Target) -> dict:
-    job_id = target.job_id
-    return {
-        "index": target.index, "name": target.name, "status": target.status,
-        "status_label": target.get_status_display(), "message": target.message,
-        "faces_found": target.faces_found, "faces_swapped": target.faces_swapped, "seconds": target.seconds,
-        "task_index": target.task_index,
-        "output_url": reverse("job-output", args=[job_id, target.index]) if target.output_file else None,
-        "thumb_url": reverse("job-thumb", args=[job_id, target.index]) if target.thumbnail_file else None,
-        "page_url": reverse("job-target", args=[job_id, target.index]),
-    }
-
-
 def cluster_state(profile: ClusterProfile) -> dict:
     since = profile.unreachable_since
     return {
-        "name": profile.name, "unreachable_since": _iso(since),
+        "name": profile.name, "unreachable_since": since.isoformat() if since else None,
         "message": (_("The cluster has been unreachable since %(since)s; the portal keeps trying.")
                     % {"since": since.strftime("%H:%M:%S UTC")}) if since else "",
     }
@@ -86,13 +55,13 @@ def cluster_state(profile: ClusterProfile) -> dict:
 def job_snapshot(job: Job) -> dict:
     """Everything the job page shows, from the database (two queries for tasks and targets)."""
     job = Job.objects.select_related("cluster", "owner").get(pk=job.pk)
-    return {"type": "snapshot", "job": job_state(job), "tasks": [task_state(t) for t in job.tasks.all()],
-            "targets": [target_state(t) for t in job.targets.all()], "cluster": cluster_state(job.cluster)}
+    return {"type": "snapshot", "job": live_job(job), "tasks": [live_task(t) for t in job.tasks.all()],
+            "targets": [live_target(t) for t in job.targets.all()], "cluster": cluster_state(job.cluster)}
 
 
 def jobs_snapshot(user, limit: int = 100) -> dict:
     jobs = Job.objects.visible_to(user).select_related("owner")[:limit]
-    return {"type": "snapshot", "jobs": [job_state(j) for j in jobs]}
+    return {"type": "snapshot", "jobs": [live_job(j) for j in jobs]}
 
 
 class Publisher:
@@ -106,15 +75,15 @@ class Publisher:
         self.messages: list[tuple[str, dict]] = []
 
     def job(self, job: Job) -> None:
-        msg = {"type": "job", "job": job_state(job)}
+        msg = {"type": "job", "job": live_job(job)}
         self.messages.append((job_group(job.id), msg))
         self.messages.append((user_group(job.owner_id), msg))
 
     def task(self, job: Job, task: Task) -> None:
-        self.messages.append((job_group(job.id), {"type": "task", "job_id": str(job.id), "task": task_state(task)}))
+        self.messages.append((job_group(job.id), {"type": "task", "job_id": str(job.id), "task": live_task(task)}))
 
     def output(self, job: Job, target: Target) -> None:
-        self.messages.append((job_group(job.id), {"type": "output", "job_id": str(job.id), "target": target_state(target)}))
+        self.messages.append((job_group(job.id), {"type": "output", "job_id": str(job.id), "target": live_target(target)}))
 
     def cluster(self, profile: ClusterProfile, job_ids) -> None:
         msg = {"type": "cluster", "cluster": cluster_state(profile)}
@@ -124,16 +93,25 @@ class Publisher:
     def flush(self) -> int:
         if not self.messages:
             return 0
+        messages = _latest_job_events(self.messages)
         layer = get_channel_layer()
         sent = 0
         if layer is not None:
             try:
-                async_to_sync(_send_all)(layer, self.messages)
-                sent = len(self.messages)
+                async_to_sync(_send_all)(layer, messages)
+                sent = len(messages)
             except Exception as exc:  # noqa: BLE001 - see the class docstring
                 log.warning("live events not sent (%s); pages will resync from the database", exc)
         self.messages = []
         return sent
+
+
+def _latest_job_events(messages: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """Only the last `job` event of each job per group: a job event carries the whole job, so an
+    earlier one in the same batch (a move, then new counts) says nothing the last does not."""
+    last = {(group, msg["job"]["id"]): i for i, (group, msg) in enumerate(messages) if msg.get("type") == "job"}
+    return [(group, msg) for i, (group, msg) in enumerate(messages)
+            if msg.get("type") != "job" or last[(group, msg["job"]["id"])] == i]
 
 
 async def _send_all(layer, messages) -> None:

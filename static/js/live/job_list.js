@@ -113,7 +113,7 @@ export class JobList {
     const tr = el("tr", { "data-job-id": job.id, "data-created": job.created_at || "", className: "is-new" }, [
       el("td", {}, [el("a", { href: job.url }, name)]),
       this.showOwner ? el("td", { text: job.owner || "" }) : null,
-      el("td", { text: job.template || "" }),
+      el("td", { text: job.template_name || "" }),
       el("td", { className: "job-status" }, [el("span", { "data-live": "status" })]),
       progress,
       el("td", { className: "nowrap" }, [el("time", { datetime: job.created_at, title: job.created_at, text: shortDate(job.created_at, this.data.timeZone) })]),
