@@ -1,4 +1,4 @@
-"""The audit log: who did what and when (issue 5). One function writes it: `record(...)`.
+"""The audit log: who did what and when. One function writes it: `record(...)`.
 
     from jobs import audit
     audit.record(request.user, "job.cancel", target=job, request=request)

@@ -1,4 +1,4 @@
-"""Quotas: how much a user may use, checked at Start (issue 5).
+"""Quotas: how much a user may use, checked at Start.
 
 A quota (`jobs.models.Quota`) belongs to ONE user or ONE group. Its limits are all optional
 (empty = no limit):

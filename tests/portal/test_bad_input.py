@@ -1,4 +1,4 @@
-"""Bad input at the portal (issue 6): each case shows the user a plain message and touches no
+"""Bad input at the portal: each case shows the user a plain message and touches no
 other job and no file. Uploads go through the New job page; folder cases through `submit_job`
 with the SSH seam faked (as in test_quotas_submit.py)."""
 import html

@@ -1,4 +1,4 @@
-"""Security settings and protections (issue 6): login and API-token rate limiting, the production
+"""Security settings and protections: login and API-token rate limiting, the production
 system check, secrets kept out of logs and error pages, user files never on a public path, and
 the ownership rows the per-page tests did not have yet (the usage CSV)."""
 import csv
