@@ -1,6 +1,7 @@
 """The product's spine on the real local cluster over real SSH: API -> RQ -> sbatch -> watcher -> results."""
 import io
 import subprocess
+import time
 import zipfile
 
 from PIL import Image
@@ -64,18 +65,89 @@ def test_it_ends_partially_failed_with_the_corrupt_targets_message(api, local, f
     assert "1 of 3 images failed" in job.error
 
 
-def test_it_cancels_a_running_job(api, local, folder, redis_queue):
-    fill(folder, {f"g{i:02d}.jpg": SAMPLES / "t1.jpg" for i in range(30)})
-    job = start(api, folder, template="cpu-small")
+#: Slurm's task states that never change again (sacct's State column, first word)
+SLURM_ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
+               "BOOT_FAIL", "DEADLINE"}
+
+
+def slurm(*argv: str) -> str:
+    """Run a Slurm command here, as root (the tests' user: an administrator); its output."""
+    r = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"{' '.join(argv)} failed ({r.returncode}): {r.stdout}{r.stderr}"
+    return r.stdout
+
+
+def array_indexes(text: str) -> list[int]:
+    """sacct's array part of a JobID: "2" -> [2]; "[0-1%1]" -> [0, 1]; "[1,3-4]" -> [1, 3, 4]."""
+    out: list[int] = []
+    for item in text.strip("[]").split("%")[0].split(","):
+        first, _, last = item.partition("-")
+        out.extend(range(int(first), int(last or first) + 1))
+    return out
+
+
+def accounted_task_states(slurm_job_id: str, timeout: float = 120) -> dict[int, str]:
+    """{array index: state} from Slurm's accounting, once every task there has ended (accounting
+    may lag the queue by a moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states: dict[int, str] = {}
+        for line in slurm("sacct", "-j", slurm_job_id, "-X", "-n", "-P", "-o", "JobID,State").splitlines():
+            job_id, _, state = line.strip().partition("|")
+            _, _, index = job_id.partition("_")
+            if index:
+                states.update({i: state.split()[0] for i in array_indexes(index)})
+        if states and set(states.values()) <= SLURM_ENDED:
+            return states
+        assert time.monotonic() < deadline, f"Slurm job {slurm_job_id}: tasks not ended after {timeout}s: {states}"
+        time.sleep(1)
+
+
+def test_it_cancels_a_running_job_that_cannot_finish_first(api, local, folder, redis_queue):
+    from jobs.models import Template
+
+    # An admin's template that runs one task of a job at a time (`tasks at once` = 1, Slurm's
+    # `--array=...%1`): 2 images a task, so 5 images are tasks 0, 1 and 2, and task 2 can start
+    # only after tasks 0 and 1 have both ended.
+    template = Template.objects.get(slug="cpu-small")
+    template.pk, template.slug, template.name = None, "cpu-one-at-a-time", "CPU, one task at a time"
+    template.chunk_size, template.array_limit = 2, 1
+    template.save()
+    fill(folder, {f"g{i}.jpg": SAMPLES / "t1.jpg" for i in range(5)})
+    job = start(api, folder, template=template.slug)
     run_rq(redis_queue)
-    job = watch_until(job, {JobStatus.RUNNING}, timeout=90)
-    r = api.post(f"/api/v1/jobs/{job.id}/cancel")
-    assert r.status_code == 200, r.content
-    run_rq(redis_queue)  # the scancel goes through the queue
+    job.refresh_from_db()
+    assert job.status == JobStatus.PENDING and job.slurm_job_id, job.error
+    assert job.tasks.count() == 3
+    last = f"{job.slurm_job_id}_2"
+    cancelled = False
+    try:
+        # An administrator holds the last task the moment the job is in the queue: however fast the
+        # others run, the job cannot finish before the user's cancel.
+        slurm("scontrol", "hold", last)
+        queue = dict(line.split("|", 1) for line in
+                     slurm("squeue", "-j", job.slurm_job_id, "-h", "-r", "-o", "%i|%T %r").splitlines())
+        assert queue.get(last, "").startswith("PENDING") and "JobHeldAdmin" in queue[last], queue
+
+        job = watch_until(job, {JobStatus.RUNNING})
+        r = api.post(f"/api/v1/jobs/{job.id}/cancel")
+        assert r.status_code == 200, r.content
+        run_rq(redis_queue)  # the scancel goes through the queue
+        cancelled = True
+    finally:
+        if not cancelled:  # never leave a held job in the queue
+            subprocess.run(["scancel", job.slurm_job_id], capture_output=True, timeout=60)
+
     job = watch_until(job, {JobStatus.CANCELLED, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PARTIALLY_FAILED})
-    assert job.status == JobStatus.CANCELLED
-    assert any(t.state == "CANCELLED" for t in job.tasks.all())
-    assert job.done < 30  # stopped before the end; what was finished is kept
+    assert job.status == JobStatus.CANCELLED, (job.error, [(t.index, t.state, t.reason) for t in job.tasks.all()])
+    tasks = {t.index: t.state for t in job.tasks.all()}
+    print(f"observed cancel: tasks {tasks}, {job.done} of 5 done")
+    assert tasks[2] == "CANCELLED", tasks
+    # Slurm agrees, task by task.
+    assert accounted_task_states(job.slurm_job_id) == tasks
+    # The held task's image never ran; what was finished is kept, and the page says so.
+    assert job.targets.get(index=4).status != TargetStatus.DONE
+    assert job.done < 5 and f"{job.done} of 5 images were finished and are kept" in job.error, job.error
     for t in job.targets.filter(status=TargetStatus.DONE):
         assert t.output_file
 
