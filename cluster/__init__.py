@@ -20,7 +20,8 @@ from .resources import (
 )
 from .sbatch import SbatchSpec, compress_ranges, render_script
 from .slurm import (
-    SlurmNode, SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct,
+    ClusterLimits, SlurmNode, SlurmPartition, SlurmTask, chunk_size_for, expand_array_range, find_job_by_name,
+    gres_gpu_types, parse_sacct, parse_scontrol_config, sbatch_refusal, scontrol_config_argv,
     parse_sacct_exit_codes, parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
     sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv,
     squeue_argv,
@@ -45,6 +46,7 @@ __all__ = [
     "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv", "scontrol_partitions_argv",
     "parse_sbatch_parsable", "parse_squeue", "parse_sacct", "parse_sacct_exit_codes", "parse_sinfo",
     "parse_scontrol_partitions", "gres_gpu_types", "find_job_by_name", "expand_array_range",
+    "ClusterLimits", "scontrol_config_argv", "parse_scontrol_config", "chunk_size_for", "sbatch_refusal",
     # states
     "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
     "effective_state", "plain_reason", "pending_reason",

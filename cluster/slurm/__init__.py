@@ -29,6 +29,7 @@ from .commands import (
     sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv,
     squeue_argv,
 )
+from .limits import ClusterLimits, chunk_size_for, parse_scontrol_config, sbatch_refusal, scontrol_config_argv
 from .output import (
     SlurmNode, SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct,
     parse_sacct_exit_codes, parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
@@ -40,4 +41,5 @@ __all__ = [
     "SlurmTask", "SlurmNode", "SlurmPartition", "parse_sbatch_parsable", "parse_squeue", "parse_sacct",
     "parse_sacct_exit_codes", "parse_sinfo", "parse_scontrol_partitions", "gres_gpu_types",
     "find_job_by_name", "expand_array_range",
+    "ClusterLimits", "scontrol_config_argv", "parse_scontrol_config", "chunk_size_for", "sbatch_refusal",
 ]

@@ -50,6 +50,14 @@ class ClusterProfile(models.Model):
     models_dir = models.CharField(_("models folder"), max_length=500, blank=True,
                                   help_text=_("Read-only folder with the insightface models on the cluster."))
     is_active = models.BooleanField(_("active"), default=True)
+    max_targets_per_job = models.PositiveIntegerField(
+        _("targets per job"), default=10_000,
+        help_text=_("The most images and videos one job may have on this cluster, whoever starts it (a quota "
+                    "may allow fewer). Bigger sets are split into several jobs."))
+
+    # Read from `scontrol show config` at each submission: arrays are sized to fit them.
+    max_array_size = models.PositiveIntegerField(_("Slurm MaxArraySize"), null=True, blank=True, editable=False)
+    max_job_count = models.PositiveIntegerField(_("Slurm MaxJobCount"), null=True, blank=True, editable=False)
 
     # Written by the watcher: what the page shows when the cluster cannot be reached.
     last_contact_at = models.DateTimeField(null=True, blank=True, editable=False)
