@@ -26,7 +26,7 @@ from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_n
 from jobs import audit, tasks
 from jobs.models import Job, Source, Target, Template
 from jobs.errors import StartError, UploadRejected
-from jobs.quotas import check_quota
+from jobs.quotas import check_job_size, check_quota
 from jobs.uploads import check_upload, safe_name
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
     if bool(target_folder) == bool(target_files):
         raise StartError(_("Pick a target folder on the cluster or upload target files (one of the two)."), "target_folder")
     profile = template.cluster
+    check_job_size(profile, len(target_files))  # before any upload is read: a folder is counted after listing
     if target_folder:
         try:
             target_folder = check_in_roots(target_folder, list(profile.target_roots))

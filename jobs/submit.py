@@ -12,19 +12,22 @@ import posixpath
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 import cluster
-from cluster import ClusterError, PathNotAllowed, SbatchSpec, render_script, resolve_remote_in_roots, slurm
+from cluster import (
+    ClusterError, ClusterLimits, CommandFailed, PathNotAllowed, SbatchSpec, render_script, resolve_remote_in_roots, slurm,
+)
 from worker.layout import LOG_NAME_PATTERN
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 
 from jobs import attempts, lifecycle
 from jobs.live.protocol import publish_job
-from jobs.models import Job, JobStatus, Target, TargetStatus, Task
-from jobs.errors import QuotaExceeded, SubmitRejected
+from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
+from jobs.errors import StartError, SubmitRejected
 from jobs.quotas import check_folder_targets
 from jobs.start import is_media_name, unique_name
 
@@ -45,18 +48,17 @@ def submit_job(job_id: str) -> str | None:
     profile = job.cluster
     try:
         runner = cluster.runner_for(profile)
-        existing = find_submitted(runner, job)
+        existing, limits = find_submitted(runner, job)
         if existing:
             log.info("job %s was already submitted as Slurm job %s: not submitting again", job.id, existing)
             slurm_id = existing
         else:
-            script_path = stage(runner, job) if job.attempt <= 1 else stage_retry(runner, job)
+            script_path = stage(runner, job, limits) if job.attempt <= 1 else stage_retry(runner, job)
             job.refresh_from_db(fields=["cancel_requested"])
             if job.cancel_requested:
                 lifecycle.move(job, "cancel", only_from=(JobStatus.SUBMITTING,), finished_at=timezone.now())
                 return None
-            res = runner.run(slurm.sbatch_argv(script_path), timeout=60, check=True)
-            slurm_id = slurm.parse_sbatch_parsable(res.stdout)
+            slurm_id = sbatch(runner, job, script_path)
     except SubmitRejected as exc:
         lifecycle.move(job, "reject", error=exc.message, finished_at=timezone.now())
         return None
@@ -82,16 +84,40 @@ def submit_job(job_id: str) -> str | None:
     return slurm_id
 
 
-def find_submitted(runner, job: Job) -> str | None:
-    """The Slurm id of an earlier submission of this job, looked up by its unique name."""
-    squeue_res, sacct_res = runner.run_batch([slurm.squeue_argv(user=job.cluster.username),
-                                              slurm.sacct_argv(name=job.slurm_name, start="now-30days")])
-    return slurm.find_job_by_name(squeue_res.stdout if squeue_res.rc == 0 else "",
-                                  sacct_res.stdout if sacct_res.rc == 0 else "", job.slurm_name)
+def find_submitted(runner, job: Job) -> tuple[str | None, ClusterLimits]:
+    """The Slurm id of an earlier submission of this job (looked up by its unique name), and the
+    cluster's array limits, in one round trip. The limits are also kept on the cluster profile."""
+    squeue_res, sacct_res, config_res = runner.run_batch([
+        slurm.squeue_argv(user=job.cluster.username), slurm.sacct_argv(name=job.slurm_name, start="now-30days"),
+        slurm.scontrol_config_argv()])
+    limits = slurm.parse_scontrol_config(config_res.stdout if config_res.rc == 0 else "")
+    if config_res.rc == 0:
+        ClusterProfile.objects.filter(pk=job.cluster_id).update(max_array_size=limits.max_array_size,
+                                                                max_job_count=limits.max_job_count)
+    existing = slurm.find_job_by_name(squeue_res.stdout if squeue_res.rc == 0 else "",
+                                      sacct_res.stdout if sacct_res.rc == 0 else "", job.slurm_name)
+    return existing, limits
 
 
-def stage(runner, job: Job) -> str:
-    """Put sources and uploaded targets on the cluster, write manifest and script; returns the script path."""
+def sbatch(runner, job: Job, script_path: str) -> str:
+    """Submit the script; the Slurm job id. A refusal for good (a partition that does not exist, an
+    array too large) fails the job with Slurm's words; anything else is retried (CommandFailed)."""
+    res = runner.run(slurm.sbatch_argv(script_path), timeout=60)
+    if res.rc == 0:
+        return slurm.parse_sbatch_parsable(res.stdout)
+    refusal = slurm.sbatch_refusal(res.stderr)
+    if refusal:
+        raise SubmitRejected(_("Slurm refused the job: %(why)s. Nothing ran; ask an admin to check the template "
+                               "%(template)s.") % {"why": refusal, "template": job.snapshot.name})
+    raise CommandFailed(f"sbatch failed on the cluster (exit status {res.rc}): {res.stderr.strip()[-300:]}",
+                        res.rc, res.stderr)
+
+
+def stage(runner, job: Job, limits: ClusterLimits) -> str:
+    """Put sources and uploaded targets on the cluster, write manifest and script; returns the script path.
+
+    Safe to run again after a failure half-way (RQ retries it): files are overwritten, the folder's
+    targets are listed once, and the task rows are made anew."""
     snap = job.snapshot
     folder = job.folder
     for sub in folder.subdirs:
@@ -104,13 +130,18 @@ def stage(runner, job: Job) -> str:
         sources.append(remote)
 
     # Each target's task_index (index // chunk size) and cluster path were set when its row was made.
-    chunk_size = snap.chunk_size
     if job.target_folder and not job.targets.exists():
-        _targets_from_folder(runner, job, chunk_size)
+        _targets_from_folder(runner, job, snap.chunk_size)
     # Plain tuples, not model instances: building 1,000 Target objects would dominate a big Start.
     targets = list(job.targets.order_by("index").values_list("cluster_path", "output_name", "upload"))
     if not targets:
         raise SubmitRejected(_("The folder %(folder)s has no images or videos in it.") % {"folder": job.target_folder})
+    # More tasks than the cluster allows one array: bigger chunks, the same targets.
+    chunk_size = slurm.chunk_size_for(len(targets), snap.chunk_size, limits)
+    if chunk_size != snap.chunk_size:
+        Target.objects.filter(job=job).update(task_index=F("index") / chunk_size)
+        log.info("job %s: %s targets in chunks of %s (the cluster allows %s tasks per job)", job.id, len(targets),
+                 chunk_size, limits.max_tasks)
     chunks = make_chunks(len(targets), chunk_size)
     for cluster_path, _out, upload in targets:
         if upload:
@@ -123,8 +154,10 @@ def stage(runner, job: Job) -> str:
     )
     runner.put_bytes(manifest.dumps().encode(), folder.manifest)
 
-    insert_rows(Task, ["job_id", "index", "state", "node", "reason", "gpus"],
-                [(job_id_param(job), n, "PENDING", "", "", 0) for n in range(len(chunks))])
+    with transaction.atomic():  # a retried staging makes the rows anew, never twice
+        Task.objects.filter(job=job).delete()
+        insert_rows(Task, ["job_id", "index", "state", "node", "reason", "gpus"],
+                    [(job_id_param(job), n, "PENDING", "", "", 0) for n in range(len(chunks))])
     script = render_script(sbatch_spec(job, len(chunks)))
     runner.put_bytes(script.encode(), folder.script(1), mode=0o755)
     return folder.script(1)
@@ -181,8 +214,8 @@ def _targets_from_folder(runner, job: Job, chunk_size: int) -> None:
     # Its GPU-hours are NOT refused here (the job was accepted at Start); its estimate grows with
     # Job.total below and weighs on the owner's next Start (jobs.quotas).
     try:
-        check_folder_targets(job.owner, len(entries))
-    except QuotaExceeded as exc:
+        check_folder_targets(job.owner, len(entries), job.cluster)
+    except StartError as exc:  # the cluster's or the user's limit of targets per job
         raise SubmitRejected(exc.message) from None
     used: set[str] = set()  # a.webm and a.mp4 would both write a.mp4
     rows = [(i, e.name, posixpath.join(folder, e.name), unique_name(default_output_name(e.name), used), i // chunk_size)

@@ -62,12 +62,14 @@ class ClusterProfileAdmin(AuditedAdmin):
     list_filter = ("is_active",)
     search_fields = ("name", "slug", "host")
     prepopulated_fields = {"slug": ("name",)}
-    readonly_fields = ("key_status", "last_contact_at", "unreachable_since", "last_error")
+    readonly_fields = ("key_status", "last_contact_at", "unreachable_since", "last_error", "max_array_size",
+                       "max_job_count")
     fieldsets = (
         (None, {"fields": ("name", "slug", "is_active")}),
         (_("SSH"), {"fields": ("host", "port", "username", "key_status", "private_key", "known_hosts")}),
         (_("Folders"), {"fields": ("work_root", "target_roots", "path_mapping", "worker_python", "worker_path",
                                    "models_dir")}),
+        (_("Job size"), {"fields": ("max_targets_per_job", "max_array_size", "max_job_count")}),
         (_("Health"), {"fields": ("last_contact_at", "unreachable_since", "last_error")}),
     )
 

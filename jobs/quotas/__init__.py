@@ -39,7 +39,7 @@ group) waits there until the first commits, then sees its job. On SQLite `select
 a no-op but not needed: `transaction_mode = IMMEDIATE` takes the database's write lock at BEGIN,
 so Starts are serialised from their first statement.
 """
-from jobs.quotas.check import check_folder_targets, check_quota, lock_quota_subjects
+from jobs.quotas.check import check_folder_targets, check_job_size, check_quota, lock_quota_subjects
 from jobs.quotas.estimate import DEFAULT_SECONDS_PER_IMAGE, MODEL_LOAD_SECONDS, estimate_gpu_hours
 from jobs.quotas.limits import (
     ACTIVE_JOB_STATUSES, LIMIT_FIELDS, Budget, Limit, Limits, QuotaStatus, active_jobs_count, applicable_quotas,
@@ -51,6 +51,6 @@ from jobs.quotas.messages import MB, format_hours, format_mb
 __all__ = [
     "QuotaExceeded", "Limit", "Limits", "Budget", "QuotaStatus", "LIMIT_FIELDS", "ACTIVE_JOB_STATUSES",
     "applicable_quotas", "effective_limits", "members_of", "estimate_gpu_hours", "gpu_hours_used", "active_jobs_count",
-    "gpu_budgets", "job_budgets", "quota_status", "check_quota", "check_folder_targets", "lock_quota_subjects",
+    "gpu_budgets", "job_budgets", "quota_status", "check_quota", "check_folder_targets", "check_job_size", "lock_quota_subjects",
     "resets_on", "format_hours", "format_mb", "source_of", "MB", "MODEL_LOAD_SECONDS", "DEFAULT_SECONDS_PER_IMAGE",
 ]

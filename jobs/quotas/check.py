@@ -13,7 +13,7 @@ from django.utils.translation import ngettext
 from jobs.models import Template
 from jobs.quotas.estimate import chunk_size_of, estimate_gpu_hours
 from jobs.quotas.limits import applicable_quotas, effective_limits, gpu_budgets, job_budgets, resets_on
-from jobs.errors import QuotaExceeded
+from jobs.errors import QuotaExceeded, StartError
 from jobs.quotas.messages import MB, _count, _gpu_message, _jobs_message, format_mb
 
 
@@ -76,9 +76,26 @@ def check_quota(user, template: Template, n_targets: int | None,
                 raise QuotaExceeded(_gpu_message(b, need, resets_on(now)), None)
 
 
-def check_folder_targets(user, n_targets: int) -> None:
-    """After a folder was listed (jobs.submit): raise QuotaExceeded when it holds more targets
-    than the user's targets-per-job limit allows. No lock needed: this limit counts one job only."""
+def check_job_size(profile, n_targets: int, field: str = "targets") -> None:
+    """Raise StartError when a job of `n_targets` is bigger than its cluster takes in one job
+    (`ClusterProfile.max_targets_per_job`, whoever starts it). Pages, live updates and Slurm's
+    arrays are sized for jobs up to it; bigger sets are split into several jobs."""
+    limit = profile.max_targets_per_job
+    if limit and n_targets > limit:
+        raise StartError(
+            ngettext("This job has %(count)s image or video; the cluster %(cluster)s takes at most %(limit)s per "
+                     "job. Split them into several jobs, or ask an admin to raise the limit.",
+                     "This job has %(count)s images and videos; the cluster %(cluster)s takes at most %(limit)s "
+                     "per job. Split them into several jobs, or ask an admin to raise the limit.", n_targets)
+            % {"count": _count(n_targets), "limit": _count(limit), "cluster": profile.name}, field)
+
+
+def check_folder_targets(user, n_targets: int, profile=None) -> None:
+    """After a folder was listed (jobs.submit): raise StartError when it holds more targets than its
+    cluster takes in one job, or QuotaExceeded when more than the user's targets-per-job limit
+    allows. No lock needed: these limits count one job only."""
+    if profile is not None:
+        check_job_size(profile, n_targets, "target_folder")
     targets = effective_limits(user).max_targets_per_job
     if targets.is_set and n_targets > targets.value:
         raise QuotaExceeded(
