@@ -28,7 +28,8 @@ def test_it_covers_every_sample_file():
         "sacct_by_name_none.json", "sacct_cancelled.json", "sacct_cancelled.txt",
         "sacct_memkill.json", "sacct_memkill.txt", "sacct_timeout.json", "sacct_timeout.txt",
         "sbatch_error_gres.txt", "sbatch_parsable.txt", "sinfo.json", "sinfo_gpu_busy.json",
-        "scontrol_partitions.txt", "squeue_array_running.json",
+        "scontrol_partitions.txt", "squeue_array_running.json", "sacct_two_memkills.json", "sacct_two_memkills.txt",
+        "scontrol_config.txt",  # tests/cluster/test_slurm_limits.py
         "squeue_finished.json", "squeue_empty.json", "timeout_output.txt",
     }
     assert {p.name for p in SAMPLES.iterdir()} <= tested
@@ -238,3 +239,11 @@ def test_it_refuses_absurd_array_ranges():
         expand_array_range("0-4000000000")
     with pytest.raises(SlurmError):
         expand_array_range("3-1")
+
+
+def test_it_reads_two_tasks_memory_killed_at_the_same_moment():
+    # Captured from the real cluster: an array of two tasks, both over --mem=250M, killed together.
+    tasks = parse_sacct((SAMPLES / "sacct_two_memkills.json").read_text(),
+                        (SAMPLES / "sacct_two_memkills.txt").read_text())
+    assert [(t.job_id, t.task_index, t.state, t.exit_code, t.signal) for t in tasks] == [
+        ("103", 0, "FAILED", None, 9), ("103", 1, "FAILED", None, 9)]
