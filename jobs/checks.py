@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.checks import Error, Tags, register
+from django.core.exceptions import ImproperlyConfigured
 
 #: shorter keys are refused in production (Django's own deploy check asks for 50; 40 is our floor)
 MIN_SECRET_KEY_LENGTH = 40
@@ -39,3 +40,14 @@ def check_production_settings(app_configs=None, **kwargs) -> list[Error]:
                                     hint=f"Serve the portal over HTTPS and set {name}=true, or, for a plain-HTTP "
                                          "lab only, set ALLOW_INSECURE_COOKIES=true.", id="jobs.E004"))
     return errors
+
+
+def refuse_insecure_start() -> None:
+    """Stop a server process (ASGI, WSGI, the watcher) from starting with what
+    `check_production_settings` refuses. `manage.py` commands run the system checks themselves;
+    an ASGI server importing the application does not, so the entry points call this."""
+    errors = check_production_settings()
+    if errors:
+        lines = [f"{e.id}: {e.msg} {e.hint or ''}".strip() for e in errors]
+        raise ImproperlyConfigured("refusing to start with an insecure production configuration:\n  "
+                                   + "\n  ".join(lines))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 from redis.exceptions import RedisError
 from rq.exceptions import NoSuchJobError
@@ -36,7 +37,7 @@ def rq_job_id(job) -> str:
 def rq_status(connection, job_id: str) -> str | None:
     """The RQ status of `job_id`, or None when Redis no longer has the job."""
     try:
-        status = RQJob.fetch(job_id, connection=connection).get_status(refresh=True)
+        status = RQJob.fetch(job_id, connection=connection, serializer=settings.RQ_SERIALIZER).get_status(refresh=True)
     except NoSuchJobError:
         return None
     if status is None:
@@ -60,7 +61,7 @@ def requeue_orphans(now=None, grace: timedelta = GRACE) -> list[str]:
             if status in ALIVE:
                 continue
             if status is not None:  # failed / stopped / canceled: drop the stale RQ job and its registry entry
-                RQJob.fetch(rq_job_id(job), connection=connection).delete()
+                RQJob.fetch(rq_job_id(job), connection=connection, serializer=settings.RQ_SERIALIZER).delete()
             tasks.enqueue_submission(job)
             requeued.append(str(job.id))
             log.warning("job %s was %s with no live submission in RQ (%s): re-enqueued", job.id, job.status,

@@ -6,6 +6,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django_asgi_app = get_asgi_application()
 
+from jobs.checks import refuse_insecure_start  # noqa: E402
+
+refuse_insecure_start()  # DEBUG off with the dev key, `*` hosts or insecure cookies: do not serve
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

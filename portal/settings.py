@@ -151,13 +151,34 @@ UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(2 * 1024**3))  # per file
 # Still bounded: every file of a request is parsed into a temporary file before the view runs.
 # 1,100: 1,000 targets plus their source photos; bigger sets belong in a folder on the cluster.
 DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", "1100")
+# Request bodies, refused before they are read (portal/limits.py), and the web server's timeouts
+# (portal/server.py); docs/security.md. Bytes of body per request: not logged in (a login form),
+REQUEST_MAX_BYTES_ANONYMOUS = envint("REQUEST_MAX_BYTES_ANONYMOUS", str(64 * 1024))
+#: logged in, anywhere but Start,
+REQUEST_MAX_BYTES = envint("REQUEST_MAX_BYTES", str(16 * 1024**2))
+#: logged in, to Start (pages and API): all files of the job and the form
+UPLOAD_REQUEST_MAX_BYTES = envint("UPLOAD_REQUEST_MAX_BYTES", str(4 * 1024**3))
+if not 0 < REQUEST_MAX_BYTES_ANONYMOUS <= REQUEST_MAX_BYTES <= UPLOAD_REQUEST_MAX_BYTES:
+    raise ImproperlyConfigured("need 0 < REQUEST_MAX_BYTES_ANONYMOUS <= REQUEST_MAX_BYTES <= UPLOAD_REQUEST_MAX_BYTES")
+#: seconds: an idle connection (between requests, or before the first) is closed
+HTTP_KEEP_ALIVE_TIMEOUT = envfloat("HTTP_KEEP_ALIVE_TIMEOUT", "5")
+#: seconds a request's headers may take, from its first byte to the last header
+HTTP_HEADERS_TIMEOUT = envfloat("HTTP_HEADERS_TIMEOUT", "10")
+#: seconds a request body may pause; past that grace it must average HTTP_BODY_MIN_RATE bytes/s
+HTTP_BODY_TIMEOUT = envfloat("HTTP_BODY_TIMEOUT", "30")
+HTTP_BODY_MIN_RATE = envint("HTTP_BODY_MIN_RATE", "1024")
+#: seconds between WebSocket pings, and for the pong: a peer that stops answering is closed
+WS_PING_INTERVAL = envfloat("WS_PING_INTERVAL", "20")
+WS_PING_TIMEOUT = envfloat("WS_PING_TIMEOUT", "20")
+if min(HTTP_KEEP_ALIVE_TIMEOUT, HTTP_HEADERS_TIMEOUT, HTTP_BODY_TIMEOUT, HTTP_BODY_MIN_RATE, WS_PING_INTERVAL,
+       WS_PING_TIMEOUT) <= 0:
+    raise ImproperlyConfigured("the HTTP_* and WS_PING_* timeouts and HTTP_BODY_MIN_RATE must be above 0")
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900}}
-# redis-py 8 gives every read a 5 s socket timeout by default, as long as channels_redis's blocking
-# BZPOPMIN (brpop_timeout = 5): an idle WebSocket consumer then dies every 5 s with "Timeout reading"
-# (django/channels_redis#422). Longer than the blocking pop, yet finite: a frozen Redis must not
-# hang the watcher's publishing forever.
+# Jobs in RQ are JSON, not pickles (a job planted in Redis must never run code when read): the
+# queue's serializer, which jobs.tasks, the rqworker command (--serializer) and tests all use.
+RQ_SERIALIZER = "rq.serializers.JSONSerializer"
+RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900, "SERIALIZER": RQ_SERIALIZER}}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -200,6 +221,8 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "ffportal-cache"),
+        # JSON, never pickle: a value planted in Redis is refused, not run (portal/serializers.py).
+        "OPTIONS": {"serializer": "portal.serializers.CacheJSONSerializer"},
     }
 }
 #: failed logins allowed per user name, and per client IP, within LOGIN_FAILURE_WINDOW seconds;

@@ -32,7 +32,7 @@ stop() {
 trap 'stop; exit 0' INT TERM
 trap stop EXIT
 # setsid: Ctrl-C reaches this script only, whose trap stops the three in order and reports honestly.
-setsid "$PY" manage.py rqworker default --with-scheduler >var/log/rqworker.log 2>&1 & pids+=($!)
+setsid "$PY" manage.py rqworker default --with-scheduler --serializer rq.serializers.JSONSerializer >var/log/rqworker.log 2>&1 & pids+=($!)
 setsid "$PY" manage.py watch_cluster >var/log/watcher.log 2>&1 & pids+=($!)
 setsid .venv/bin/daphne -b 127.0.0.1 -p "${PORT:-8000}" portal.asgi:application >var/log/daphne.log 2>&1 & pids+=($!)
 sleep 2

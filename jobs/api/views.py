@@ -23,6 +23,8 @@ from jobs.start import start_job
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+#: beyond any real list, and small enough for every database's integers (a huge one was a 500)
+MAX_OFFSET = 10**9
 TRUE_WORDS = ("true", "1", "yes", "on")
 _callback_url = URLValidator(schemes=["http", "https"])
 
@@ -87,7 +89,7 @@ def _list_jobs(request) -> JsonResponse:
         qs = qs.filter(status__in=wanted)
     try:
         limit = _whole_number(request, "limit", DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
-        offset = _whole_number(request, "offset", 0, low=0)
+        offset = _whole_number(request, "offset", 0, low=0, high=MAX_OFFSET)
     except _BadParameter as exc:
         return error(exc.message, 400, exc.field)
     count = qs.count()

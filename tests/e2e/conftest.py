@@ -72,7 +72,7 @@ def fill(folder: Path, names_from: dict[str, Path]) -> None:
 def run_rq(queue) -> None:
     from rq import SimpleWorker
 
-    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+    SimpleWorker([queue], connection=queue.connection, serializer=queue.serializer).work(burst=True)
 
 
 #: how long a job on the shared 2-CPU test cluster may take to reach a state (other test runs'

@@ -186,12 +186,12 @@ class WatcherThread(threading.Thread):
 
         try:
             worker = _thread_worker_class()
-            worker([self.queue], connection=self.queue.connection).work(burst=True)
+            worker([self.queue], connection=self.queue.connection, serializer=self.queue.serializer).work(burst=True)
             job = Job.objects.select_related("cluster").get(pk=self.job_id)
             deadline = time.monotonic() + self.timeout
             while not self.halt.is_set() and time.monotonic() < deadline:
                 poll_profile(job.cluster)
-                worker([self.queue], connection=self.queue.connection).work(burst=True)
+                worker([self.queue], connection=self.queue.connection, serializer=self.queue.serializer).work(burst=True)
                 job.refresh_from_db()
                 if not self.statuses or self.statuses[-1] != job.status:
                     self.statuses.append(job.status)

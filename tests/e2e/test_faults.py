@@ -57,7 +57,7 @@ def run_due_retries(queue) -> None:
 
     registry = queue.scheduled_job_registry
     for jid in registry.get_job_ids():
-        queue.enqueue_job(RQJob.fetch(jid, connection=queue.connection))
+        queue.enqueue_job(RQJob.fetch(jid, connection=queue.connection, serializer=queue.serializer))
         registry.remove(jid)
     run_rq(queue)
 

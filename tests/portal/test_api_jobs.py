@@ -111,8 +111,10 @@ def test_it_pages_with_next_and_previous_links(api, owner, template):
 
 
 @pytest.mark.parametrize("query, field", [("limit=0", "limit"), ("limit=201", "limit"), ("limit=x", "limit"),
-                                          ("offset=-1", "offset")])
-def test_it_refuses_bad_paging(api, query, field):
+                                          ("offset=-1", "offset"),
+                                          ("offset=99999999999999999999999", "offset")])  # was a 500
+def test_it_refuses_bad_paging(api, owner, template, query, field):
+    make_job(owner, template)  # a list with rows: the database is asked
     r = api.get(f"/api/v1/jobs?{query}")
     assert r.status_code == 400 and r.json()["field"] == field
 

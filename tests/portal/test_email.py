@@ -85,7 +85,7 @@ def rq_default(settings, monkeypatch, inline_rq):
     Emails go through real RQ; the watcher's output fetches still run inline (`inline_rq`), so
     a job can end without a worker running."""
     connection = redis.Redis.from_url(settings.REDIS_URL)
-    queue = Queue(f"test-email-{uuid.uuid4().hex}", connection=connection)
+    queue = Queue(f"test-email-{uuid.uuid4().hex}", connection=connection, serializer=settings.RQ_SERIALIZER)
     asked = []
 
     def get_queue(name="default", **kwargs):
@@ -102,7 +102,7 @@ def rq_default(settings, monkeypatch, inline_rq):
     monkeypatch.setattr("jobs.tasks.queue", Router)
 
     def run():
-        SimpleWorker([queue], connection=connection).work(burst=True)
+        SimpleWorker([queue], connection=connection, serializer=queue.serializer).work(burst=True)
 
     yield SimpleNamespace(queue=queue, asked=asked, run=run)
     queue.delete(delete_jobs=True)

@@ -11,6 +11,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from jobs.checks import refuse_insecure_start
 from jobs.models import ClusterProfile
 from jobs.recovery import requeue_orphans
 from jobs.watcher.poll import poll_profile
@@ -27,6 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=None, help="seconds between cycles")
 
     def handle(self, *args, **opts):
+        refuse_insecure_start()  # also when started with --skip-checks
         interval = opts["interval"] or settings.WATCH_INTERVAL
         stop = {"now": False}
 
