@@ -15,7 +15,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from jobs.live.origin import SameOriginValidator  # noqa: E402
 from jobs.live.routing import websocket_urlpatterns  # noqa: E402
+from portal.limits import RequestLimits  # noqa: E402
 
 http_app = django_asgi_app
 if settings.SERVE_STATIC:
@@ -25,8 +27,10 @@ if settings.SERVE_STATIC:
     http_app = ASGIStaticFilesHandler(django_asgi_app)
 
 application = ProtocolTypeRouter({
-    "http": http_app,
-    # The origin check stops other sites from opening sockets with a visitor's session cookie
-    # (browsers send cookies cross-site on WebSockets, and there is no CSRF token here).
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    "http": RequestLimits(http_app),
+    # The origin checks stop other sites from opening sockets with a visitor's session cookie
+    # (browsers send cookies cross-site on WebSockets, and there is no CSRF token here): the
+    # Origin's host must be an allowed host, and the Origin exactly this site (jobs/live/origin.py).
+    "websocket": SameOriginValidator(AllowedHostsOriginValidator(
+        AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
 })

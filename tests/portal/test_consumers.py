@@ -78,9 +78,9 @@ def not_owner(request):
     return request.getfixturevalue(request.param)
 
 
-def headers(user=None, origin: str | None = ALLOWED_ORIGIN) -> list[tuple[bytes, bytes]]:
-    """What a browser sends: its Origin and, when logged in, the session cookie."""
-    out = []
+def headers(user=None, origin: str | None = ALLOWED_ORIGIN, host: str = "127.0.0.1:8000") -> list[tuple[bytes, bytes]]:
+    """What a browser sends: the Host it reached, its Origin and, when logged in, the session cookie."""
+    out = [(b"host", host.encode())]
     if origin is not None:
         out.append((b"origin", origin.encode()))
     if user is not None:
@@ -108,8 +108,9 @@ class Communicator(WebsocketCommunicator):
         return await super().receive_json_from(timeout)
 
 
-async def open_socket(path: str, user=None, origin: str | None = ALLOWED_ORIGIN) -> Communicator:
-    return Communicator(application, path, headers=await database_sync_to_async(headers)(user, origin))
+async def open_socket(path: str, user=None, origin: str | None = ALLOWED_ORIGIN, host: str = "127.0.0.1:8000"
+                      ) -> Communicator:
+    return Communicator(application, path, headers=await database_sync_to_async(headers)(user, origin, host))
 
 
 async def connect(path: str, user) -> WebsocketCommunicator:
@@ -231,7 +232,9 @@ async def test_it_refuses_anonymous_users(job):
     assert await refusal_code("/ws/jobs/") == CLOSE_UNAUTHENTICATED
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", None], ids=["foreign", "missing"])
+@pytest.mark.parametrize("origin", ["http://evil.example", None, "http://127.0.0.1:9999", "https://127.0.0.1:8000",
+                                    "http://127.0.0.1", "http://127.0.0.1:8000/path", "null"],
+                         ids=["foreign", "missing", "other-port", "other-scheme", "default-port", "with-path", "null"])
 @run_async
 async def test_it_refuses_a_foreign_or_missing_origin_even_with_a_session(origin, owner, job):
     # Cross-site WebSocket hijacking: another site's page opening a socket with the owner's cookie.
@@ -325,3 +328,24 @@ async def test_it_gives_staff_the_whole_list_but_only_their_own_feed(staff, job)
     assert await db(publish)(lambda pub: pub.job(job)) == 2
     assert await comm.receive_nothing()  # live updates come for staff's own jobs only (documented)
     await comm.disconnect()
+
+
+@pytest.mark.parametrize("origin, host", [("http://127.0.0.1:8000", "127.0.0.1:8000"), ("HTTP://LOCALHOST:8000", "localhost:8000"),
+                                          ("http://localhost", "localhost:80")])
+@run_async
+async def test_it_accepts_the_sites_own_origin(origin, host, owner, job):
+    comm = await open_socket(f"/ws/jobs/{job.id}/", owner, origin=origin, host=host)
+    connected, _ = await comm.connect()
+    assert connected and (await comm.receive_json_from())["type"] == "snapshot"
+    await comm.disconnect()
+
+
+def test_a_trusted_proxy_origin_is_accepted(settings):
+    # Behind a TLS-terminating proxy the socket arrives as plain ws:// on the inner host.
+    from jobs.live.origin import is_same_origin
+
+    scope = {"type": "websocket", "scheme": "ws",
+             "headers": [(b"host", b"127.0.0.1:8000"), (b"origin", b"https://portal.example.org")]}
+    assert not is_same_origin(scope)
+    settings.CSRF_TRUSTED_ORIGINS = ["https://portal.example.org"]
+    assert is_same_origin(scope)
