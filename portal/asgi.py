@@ -19,12 +19,7 @@ from jobs.live.origin import SameOriginValidator  # noqa: E402
 from jobs.live.routing import websocket_urlpatterns  # noqa: E402
 from portal.limits import RequestLimits  # noqa: E402
 
-http_app = django_asgi_app
-if settings.SERVE_STATIC:
-    # A single-machine deployment (make up) has no separate web server for /static/.
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-
-    http_app = ASGIStaticFilesHandler(django_asgi_app)
+http_app = django_asgi_app  # /static/ is served by WhiteNoise's middleware inside Django
 
 application = ProtocolTypeRouter({
     "http": RequestLimits(http_app),

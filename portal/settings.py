@@ -66,6 +66,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # /static/ from the web process itself (make up has no web server in front), cached and
+    # compressed; with DEBUG off too, unlike Django's own static view.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Content-Security-Policy on every page (CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -135,10 +140,12 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
+#: WhiteNoise serves the files where they are (static/ and the apps'), so no collectstatic is
+#: needed for a checkout or the tests; `make up` collects them once into STATIC_ROOT anyway.
+WHITENOISE_USE_FINDERS = True
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "var" / "static"))
-#: serve /static/ from the ASGI app itself (single-machine setups without nginx in front)
-SERVE_STATIC = envbool("SERVE_STATIC", "true")
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise looks there first (empty until collectstatic)
 # Uploads and fetched outputs. Never served as public static files: every file goes through a
 # view that checks ownership (see jobs/web/views).
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", BASE_DIR / "var" / "media"))
@@ -252,3 +259,24 @@ LOGGING = {
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "false" if DEBUG else "true")
 CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "false" if DEBUG else "true")
 ALLOW_INSECURE_COOKIES = envbool("ALLOW_INSECURE_COOKIES", "false")
+
+# Content-Security-Policy (django-csp) on every HTML page: scripts only from this site, never
+# inline (the pages have none: static/js/ holds every script, data comes through data-* and
+# json_script); sockets and fetches only to this site; no plugins, no framing, forms post here
+# only. Inline STYLE attributes are allowed (the progress bars' widths, the admin's own): they
+# cannot run code. Files served from a job (outputs, inputs) carry a stricter policy of their own.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "media-src": ["'self'", "blob:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
