@@ -80,8 +80,9 @@ class FileTransfers:
                             f"while trying to {what} {path}: {e}") from None
         raise AssertionError("unreachable")
 
-    def put_bytes(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
-        """Write `data` to `remote_path` atomically: a temporary `.part` file, then posix-rename."""
+    def put_bytes(self, data: bytes, remote_path: str, mode: int = 0o600) -> None:
+        """Write `data` to `remote_path` atomically: a temporary `.part` file, then posix-rename.
+        Private to the service user unless `mode` says otherwise (a job's files are people's faces)."""
         def put(sftp: paramiko.SFTPClient) -> None:
             tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
             try:
@@ -95,12 +96,14 @@ class FileTransfers:
                 raise
         self._sftp_call("write", remote_path, put)
 
-    def put_file(self, local_path: str, remote_path: str) -> None:
-        """Upload a local file atomically (temporary `.part` name, then posix-rename)."""
+    def put_file(self, local_path: str, remote_path: str, mode: int = 0o600) -> None:
+        """Upload a local file atomically (temporary `.part` name, then posix-rename), private to
+        the service user unless `mode` says otherwise."""
         def put(sftp: paramiko.SFTPClient) -> None:
             tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
             try:
                 sftp.put(local_path, tmp)
+                sftp.chmod(tmp, mode)
                 sftp.posix_rename(tmp, remote_path)
             except BaseException:
                 _remove_quietly(sftp, tmp)
@@ -124,8 +127,9 @@ class FileTransfers:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
-    def makedirs(self, remote_path: str, mode: int = 0o755) -> None:
-        """`mkdir -p` over SFTP; existing folders are fine, an existing non-folder is an error."""
+    def makedirs(self, remote_path: str, mode: int = 0o700) -> None:
+        """`mkdir -p` over SFTP; existing folders are fine, an existing non-folder is an error.
+        New folders are private to the service user unless `mode` says otherwise."""
         def mkdirs(sftp: paramiko.SFTPClient) -> None:
             missing = []
             path = posixpath.normpath(remote_path)

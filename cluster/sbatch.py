@@ -180,7 +180,8 @@ def render_script(spec: SbatchSpec) -> str:
         binds = [arg for bind in spec.container_binds
                  for arg in ("--bind", "{}:{}".format(*_bind_pair(bind)))]
         command = ["apptainer", "exec", "--nv", *binds, spec.container_image, *command]
-    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), "set -euo pipefail"]
+    # umask 077: what the task writes (outputs, progress records) is the service user's alone.
+    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), "set -euo pipefail", "umask 077"]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in spec.env.items()]
     lines.append("exec " + shlex.join(command))
     return "\n".join(lines) + "\n"

@@ -46,6 +46,7 @@ def test_it_renders_the_whole_script():
 #SBATCH --reservation=vfx_deadline
 #SBATCH --account=vfx
 set -euo pipefail
+umask 077
 export FACEFUSION_MODELS_DIR=/models
 exec /opt/venv/bin/python -m worker run --manifest /work/jobs/1234/manifest.json
 """
@@ -68,6 +69,7 @@ def test_it_leaves_out_what_is_not_set_and_wraps_a_container():
 #SBATCH --error="/work/jobs/1234/logs/slurm_%A_%a.out"
 #SBATCH --chdir="/work/jobs/1234"
 set -euo pipefail
+umask 077
 exec apptainer exec --nv --bind /models:/models --bind /work/jobs/1234:/job \
 '/images/face fusion.sif' /opt/venv/bin/python -m worker run --manifest /work/jobs/1234/manifest.json
 """
