@@ -1,13 +1,14 @@
-"""Signal receivers of the jobs app: logins, logouts and failed logins go to the audit log.
+"""Signal receivers of the jobs app: logins, logouts, failed logins and lockouts go to the audit log.
 
 Connected in `JobsConfig.ready()` (not at import), with dispatch_uids so a second `ready()`
 (tests, autoreload) never records an action twice.
 """
 from __future__ import annotations
 
+from axes.signals import user_locked_out
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 
-from jobs import audit
+from jobs import audit, ratelimit
 
 
 def on_login(sender, request, user, **kwargs) -> None:
@@ -25,7 +26,13 @@ def on_login_failed(sender, credentials, request=None, **kwargs) -> None:
     audit.record(None, "auth.login_failed", details={"username": username}, request=request)
 
 
+def on_locked_out(sender, request=None, username=None, ip_address=None, **kwargs) -> None:
+    # django-axes: a (user name, address) pair reached its failure limit, or tried again while locked.
+    ratelimit.locked_out(request, username, ip_address)
+
+
 def connect() -> None:
     user_logged_in.connect(on_login, dispatch_uid="jobs.audit.login")
     user_logged_out.connect(on_logout, dispatch_uid="jobs.audit.logout")
     user_login_failed.connect(on_login_failed, dispatch_uid="jobs.audit.login_failed")
+    user_locked_out.connect(on_locked_out, dispatch_uid="jobs.audit.locked_out")

@@ -47,6 +47,22 @@ DEV_SECRET_KEY = "dev-only-insecure-key"
 SECRET_KEY = os.environ.get("SECRET_KEY", DEV_SECRET_KEY if DEBUG else "")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+#: Fernet keys that encrypt secrets in the database (cluster profiles' SSH keys, jobs.secrets):
+#: the first encrypts, all decrypt (rotation: docs/security.md). A checkout without one derives a
+#: key from SECRET_KEY; production must set its own, kept apart from the database and its backups.
+FIELD_ENCRYPTION_KEYS = [k.strip() for k in os.environ.get("FIELD_ENCRYPTION_KEY", "").split(",") if k.strip()]
+if not FIELD_ENCRYPTION_KEYS and not DEBUG:
+    raise ImproperlyConfigured("FIELD_ENCRYPTION_KEY must be set when DEBUG is off; make one with: python -c "
+                               "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'")
+if FIELD_ENCRYPTION_KEYS:
+    from cryptography.fernet import Fernet
+
+    for _key in FIELD_ENCRYPTION_KEYS:
+        try:
+            Fernet(_key.encode())
+        except ValueError:
+            raise ImproperlyConfigured("FIELD_ENCRYPTION_KEY holds a value that is not a Fernet key (32 url-safe "
+                                       "base64-encoded bytes; several are separated by commas)") from None
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -61,6 +77,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_rq",
     "channels",
+    "axes",  # failed logins, counted per (user name, address): jobs.ratelimit
     "jobs",
 ]
 
@@ -78,6 +95,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a refused login into the lockout page (jobs.ratelimit).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -128,6 +147,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# django-axes first: it refuses a locked-out (user name, address) before any password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "job-list"
 LOGOUT_REDIRECT_URL = "login"
@@ -221,8 +242,8 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
     "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend")
 
-# Django's cache: login and API-token failure counters (jobs.ratelimit). Redis, shared by every
-# web process, so a guesser cannot spread attempts over workers; its own key prefix.
+# Django's cache: wrong-API-token counters (jobs.ratelimit). Redis, shared by every web process, so
+# a guesser cannot spread attempts over workers; its own key prefix.
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -232,13 +253,31 @@ CACHES = {
         "OPTIONS": {"serializer": "portal.serializers.CacheJSONSerializer"},
     }
 }
-#: failed logins allowed per user name, and per client IP, within LOGIN_FAILURE_WINDOW seconds;
-#: beyond them logins are refused (even with the right password) until the window ends
-LOGIN_FAILURES_PER_USER = envint("LOGIN_FAILURES_PER_USER", "5")
-LOGIN_FAILURES_PER_IP = envint("LOGIN_FAILURES_PER_IP", "20")
-#: wrong API tokens allowed per client IP within the window; then 429
+# Failed logins, on every login page (the portal's and the admin's): django-axes, counted in the
+# database (every web process sees the same counts) per (user name, address) pair, so a guesser
+# locks out only their own pair, never the owner elsewhere. After LOGIN_FAILURE_LIMIT failures the
+# pair is refused, the right password too, for LOGIN_LOCKOUT_BASE seconds, twice as long at each
+# further lockout of the pair within LOGIN_LOCKOUT_MAX seconds, and never longer than that.
+AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", "5")
+LOGIN_LOCKOUT_BASE = envint("LOGIN_LOCKOUT_BASE", str(5 * 60))
+LOGIN_LOCKOUT_MAX = envint("LOGIN_LOCKOUT_MAX", str(24 * 3600))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_COOLOFF_TIME = "jobs.ratelimit.cool_off"
+# Each attempt expires on its own pair's cool-off, not on whichever login happens to clean up.
+AXES_USE_ATTEMPT_EXPIRATION = True
+# Refused attempts during a lockout are not counted, so a lockout ends on time.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True  # lockouts of a pair, for the growing cool-off
+AXES_DISABLE_ACCESS_LOG = True  # logins are in the portal's audit log already
+AXES_USERNAME_CALLABLE = "jobs.ratelimit.username_of"
+AXES_CLIENT_IP_CALLABLE = "jobs.audit.client_ip"  # REMOTE_ADDR, as the audit log reads it
+AXES_LOCKOUT_CALLABLE = "jobs.ratelimit.lockout_response"
+#: wrong API tokens allowed per client address within API_TOKEN_FAILURE_WINDOW seconds; further
+#: wrong ones get 429 (a valid token always works: it is checked first)
 API_TOKEN_FAILURES_PER_IP = envint("API_TOKEN_FAILURES_PER_IP", "20")
-LOGIN_FAILURE_WINDOW = envint("LOGIN_FAILURE_WINDOW", str(15 * 60))
+API_TOKEN_FAILURE_WINDOW = envint("API_TOKEN_FAILURE_WINDOW", str(15 * 60))
 
 # Error pages and error mails: also hide POSTed private keys and passwords, Authorization headers.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.redact.SecretsExceptionReporterFilter"
@@ -251,7 +290,8 @@ LOGGING = {
     "filters": {"redact": {"()": "portal.redact.RedactSecrets"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"paramiko": {"level": "WARNING"}},
+    # axes: its INFO lines come with every login; failures and lockouts are WARNINGs.
+    "loggers": {"paramiko": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # Cookies only over HTTPS in production. A plain-HTTP lab says so explicitly with

@@ -1,4 +1,9 @@
-"""Cluster profiles in the admin: the SSH key is write-only; "Test connection" logs in now."""
+"""Cluster profiles in the admin: the SSH key is write-only; "Test connection" logs in now.
+
+The key is never shown back, to anyone: the change form's field renders empty; a page that cannot
+edit (the "view" permission alone) has no key field at all, because Django renders read-only
+fields itself, value included; and the change list refuses filters on it (`?private_key__...=`
+would tell, a character at a time, what the key starts with)."""
 from __future__ import annotations
 
 import logging
@@ -6,6 +11,7 @@ import logging
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -18,6 +24,7 @@ from cluster import ClusterError
 from jobs.admin.base import AuditedAdmin
 from jobs.cluster_survey import plain_error, survey_profile
 from jobs.models import ClusterProfile
+from jobs.secrets import SecretText
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +41,8 @@ class ClusterProfileForm(forms.ModelForm):
     private_key = forms.CharField(
         label=_("SSH private key"), required=False, strip=False,
         widget=WriteOnlyTextarea(attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}),
-        help_text=_("Paste the service user's private key (OpenSSH or PEM text). It is stored but never shown "
-                    "again; leave this empty to keep the current key."),
+        help_text=_("Paste the service user's private key (OpenSSH or PEM text). It is stored encrypted and never "
+                    "shown again; leave this empty to keep the current key."),
     )
 
     class Meta:
@@ -45,7 +52,7 @@ class ClusterProfileForm(forms.ModelForm):
     def clean_private_key(self) -> str:
         key = self.cleaned_data["private_key"].strip()
         if key:
-            return key + "\n"
+            return SecretText(key + "\n")
         if self.instance.pk and self.instance.private_key:
             return self.instance.private_key  # empty means "keep"
         raise forms.ValidationError(_("A new cluster profile needs the SSH private key."))
@@ -73,13 +80,26 @@ class ClusterProfileAdmin(AuditedAdmin):
         (_("Health"), {"fields": ("last_contact_at", "unreachable_since", "last_error")}),
     )
 
+    def get_fieldsets(self, request: HttpRequest, obj: ClusterProfile | None = None):
+        fieldsets = super().get_fieldsets(request, obj)
+        editable = self.has_change_permission(request, obj) if obj is not None else self.has_add_permission(request)
+        if editable:
+            return fieldsets
+        # View only: Django would render the key as a read-only field, in clear.
+        return [(name, {**options, "fields": tuple(f for f in options["fields"] if f != "private_key")})
+                for name, options in fieldsets]
+
+    def lookup_allowed(self, lookup: str, value, request=None) -> bool:
+        if lookup.split(LOOKUP_SEP)[0] == "private_key":
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
     @admin.display(description=_("current key"))
     def key_status(self, obj: ClusterProfile) -> str:
+        # Whether a key is set, and nothing of it: its label or length would be a piece of it.
         if not obj.pk or not obj.private_key:
             return _("none yet")
-        first = obj.private_key.strip().splitlines()[0] if obj.private_key.strip() else ""
-        kind = first.strip("- ").replace("BEGIN ", "") or _("key")
-        return _("set (%(kind)s, %(lines)d lines)") % {"kind": kind, "lines": len(obj.private_key.strip().splitlines())}
+        return _("set, stored encrypted")
 
     def get_urls(self):
         return [

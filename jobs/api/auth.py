@@ -3,9 +3,10 @@
 `api_view(...)` wraps every API view and gives it one contract:
 
 - a method the view does not take -> 405 `{"error"}` with an `Allow` header;
-- a `Token` Authorization header decides alone: a wrong or revoked key is 401, never a fallback
-  to the session; after API_TOKEN_FAILURES_PER_IP wrong keys from one address within the window,
-  every Token request from it is 429 (jobs.ratelimit). Token requests carry no cookie a browser
+- a `Token` Authorization header decides alone: a valid key always works (it is checked first,
+  so nobody else's wrong keys can refuse it); a wrong or revoked key is 401, never a fallback to
+  the session, and 429 once its address has sent more than API_TOKEN_FAILURES_PER_IP wrong keys
+  within API_TOKEN_FAILURE_WINDOW (jobs.ratelimit). Token requests carry no cookie a browser
   would send on its own, so they are exempt from CSRF;
 - otherwise the session: anonymous -> 401, and an unsafe method (POST ...) must pass Django's
   CSRF check exactly as a form would (403 when it does not), so the API opens no CSRF hole;
@@ -23,6 +24,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.csrf import csrf_exempt
 
 from jobs import ratelimit
@@ -73,6 +75,17 @@ def token_for(key: str) -> ApiToken | None:
     return ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash(key), user__is_active=True).first()
 
 
+def refused_token(request) -> JsonResponse:
+    """The answer to a wrong key: 401, or 429 once its address has sent too many."""
+    if ratelimit.register_token_failure(client_ip(request), request):
+        minutes = max(1, settings.API_TOKEN_FAILURE_WINDOW // 60)
+        return error(ngettext("Too many wrong API tokens from your address. Try again in %(minutes)d minute.",
+                              "Too many wrong API tokens from your address. Try again in %(minutes)d minutes.",
+                              minutes) % {"minutes": minutes}, 429,
+                     Retry_After=str(settings.API_TOKEN_FAILURE_WINDOW))
+    return unauthorized(_("That API token is not valid (wrong, revoked, or its user is inactive)."))
+
+
 def touch(token: ApiToken) -> None:
     """Record use, at most once a minute per token (conditional update: concurrent calls write once)."""
     now = timezone.now()
@@ -107,14 +120,9 @@ def api_view(*methods: str):
                              % {"method": request.method, "allowed": ", ".join(allowed)}, 405, Allow=", ".join(allowed))
             key = token_from_header(request)
             if key is not None:
-                ip = client_ip(request)
-                if ratelimit.token_locked(ip):
-                    return error(_("Too many wrong API tokens from your address. Try again in 15 minutes."), 429,
-                                 Retry_After=str(settings.LOGIN_FAILURE_WINDOW))
                 token = token_for(key) if key else None
                 if token is None:
-                    ratelimit.register_token_failure(ip, request)
-                    return unauthorized(_("That API token is not valid (wrong, revoked, or its user is inactive)."))
+                    return refused_token(request)
                 touch(token)
                 request.user = token.user
             elif not request.user.is_authenticated:

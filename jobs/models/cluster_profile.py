@@ -7,6 +7,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from cluster import ClusterConfig
+from jobs.secrets import EncryptedTextField
 from worker.layout import JobFolder
 
 
@@ -31,7 +32,9 @@ class ClusterProfile(models.Model):
     host = models.CharField(_("SSH host"), max_length=255)
     port = models.PositiveIntegerField(_("SSH port"), default=22)
     username = models.CharField(_("SSH user"), max_length=64)
-    private_key = models.TextField(_("SSH private key"), help_text=_("The service user's private key (OpenSSH or PEM text)."))
+    # Encrypted in the database (jobs.secrets); read and written here as text.
+    private_key = EncryptedTextField(_("SSH private key"),
+                                     help_text=_("The service user's private key (OpenSSH or PEM text)."))
     known_hosts = models.TextField(
         _("pinned host key"),
         help_text=_("known_hosts line(s) of the login node, e.g. \"[login.example.org]:22 ssh-ed25519 AAAA...\". "

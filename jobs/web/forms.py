@@ -7,8 +7,6 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
-from jobs import audit
-
 from jobs import ratelimit
 from jobs.models import Template
 
@@ -61,23 +59,18 @@ class NewJobForm(forms.Form):
 
 
 class RateLimitedAuthenticationForm(AuthenticationForm):
-    """Django's login form, refusing every attempt (the right password too) once the user name
-    or the client IP has too many recent failures (jobs.ratelimit). `locked_out` tells the page."""
+    """Django's login form. django-axes, the first authentication backend, refuses every attempt
+    (the right password too) of a (user name, address) pair with too many recent failures
+    (jobs.ratelimit); the form then says so in plain words, not "didn't match", and `locked_out`
+    tells the page. The response becomes the lockout page (jobs.ratelimit.lockout_response)."""
 
-    error_messages = {**AuthenticationForm.error_messages, "locked_out": ratelimit.LOCKED_MESSAGE}
     locked_out = False
 
     def clean(self):
-        username = self.cleaned_data.get("username") or ""
-        ip = audit.client_ip(self.request)
-        if ratelimit.login_locked(username, ip):
-            self.locked_out = True
-            raise ValidationError(self.error_messages["locked_out"], code="locked_out")
         try:
-            cleaned = super().clean()
+            return super().clean()
         except ValidationError:
-            if self.cleaned_data.get("password"):  # an empty password never reached the backend
-                ratelimit.register_login_failure(username, ip, self.request)
+            if getattr(self.request, "axes_locked_out", False):
+                self.locked_out = True
+                raise ValidationError(ratelimit.lockout_message(self.request), code="locked_out") from None
             raise
-        ratelimit.clear_user_failures(username)
-        return cleaned

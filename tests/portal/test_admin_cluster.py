@@ -10,14 +10,16 @@ import socket
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.core.management import call_command
+from django.test import Client
 from django.urls import reverse
 
 from cluster import close_all_runners
 from jobs.models import ClusterProfile, Template
 
-from .admin_helpers import template_form
+from .admin_helpers import profile_form, template_form
 
 HOST = os.environ.get("FFP_SSH_HOST", "127.0.0.1")
 PORT = int(os.environ.get("FFP_SSH_PORT", "2222"))
@@ -145,3 +147,88 @@ def test_it_checks_a_template_against_the_real_cluster(admin_client, local):
     assert "Checked on the cluster Local cluster: partition gpu exists and has h200 GPUs." in messages
     template.refresh_from_db()
     assert template.time_limit == "00:45:00"
+
+
+# ---- the SSH private key is never shown, to anyone, on any admin page of a profile ----
+
+@pytest.fixture
+def viewer(db):
+    """Staff who may only look at cluster profiles (the "view cluster profile" permission)."""
+    user = User.objects.create_user("viewer", "viewer@example.org", "viewer-pass-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_clusterprofile"))
+    return user
+
+
+def key_pieces(key: str) -> list[str]:
+    """The key's text and each recognisable piece of it: its lines, the PEM label, and every
+    16-character run of its base64 body."""
+    lines = [line.strip() for line in key.strip().splitlines()]
+    body = "".join(lines[1:-1])
+    return ["PRIVATE KEY", *lines, *(body[i:i + 16] for i in range(0, len(body) - 15, 8))]
+
+
+def assert_no_key(response, key: str, page: str) -> None:
+    body = b"".join(response).decode() if response.streaming else response.content.decode()
+    shown = [piece for piece in key_pieces(key) if piece in body]
+    assert not shown, f"{page} shows the private key: {shown[:3]}"
+
+
+def profile_pages(profile: ClusterProfile) -> list[tuple[str, str, dict | None]]:
+    """(name, url, POST data or None for GET): every admin page that shows a profile."""
+    pk = profile.pk
+    changelist = reverse("admin:jobs_clusterprofile_changelist")
+    return [
+        ("list", changelist, None),
+        ("search", changelist + "?q=local", None),
+        ("change/view", reverse("admin:jobs_clusterprofile_change", args=[pk]), None),
+        ("history", reverse("admin:jobs_clusterprofile_history", args=[pk]), None),
+        ("delete confirmation", reverse("admin:jobs_clusterprofile_delete", args=[pk]), None),
+        ("bulk delete confirmation", changelist, {"action": "delete_selected", "_selected_action": [pk]}),
+        ("test connection", reverse("admin:jobs_clusterprofile_test_connection", args=[pk]), None),
+        ("test connection action", changelist, {"action": "test_connection", "_selected_action": [pk]}),
+        # an invalid change: the form comes back with what was posted
+        ("invalid change", reverse("admin:jobs_clusterprofile_change", args=[pk]),
+         profile_form(profile, port="not-a-port", private_key=profile.private_key,
+                      max_targets_per_job=profile.max_targets_per_job)),
+        ("add", reverse("admin:jobs_clusterprofile_add"), None),
+    ]
+
+
+@pytest.mark.parametrize("who", ["viewer", "staff"])
+def test_no_admin_page_of_a_profile_shows_its_private_key(client, request, local, who):
+    key = local.private_key
+    assert "PRIVATE KEY" in key  # the real key of the local cluster, as seed_local stores it
+    editor = Client()  # a change, so that the history page has something to show
+    editor.force_login(request.getfixturevalue("staff"))
+    r = editor.post(reverse("admin:jobs_clusterprofile_change", args=[local.pk]),
+                    profile_form(local, worker_path=local.worker_path, max_targets_per_job=local.max_targets_per_job))
+    assert r.status_code == 302, r.context["adminform"].form.errors
+    local.refresh_from_db()
+    client.force_login(request.getfixturevalue(who))
+    seen = []
+    for page, url, data in profile_pages(local):
+        response = client.post(url, data) if data is not None else client.get(url)
+        assert_no_key(response, key, page)
+        seen.append((page, response.status_code))
+    codes = dict(seen)
+    assert codes["change/view"] == 200 and codes["list"] == 200 and codes["history"] == 200
+    assert codes["test connection"] == 200 and codes["test connection action"] == 200
+    if who == "viewer":
+        assert codes["delete confirmation"] == 403 and codes["add"] == 403
+        # The view-only page says a key is set, without showing it.
+        body = client.get(reverse("admin:jobs_clusterprofile_change", args=[local.pk])).content.decode()
+        assert local.username in body and local.work_root in body and "set, stored encrypted" in body
+    else:
+        assert codes["delete confirmation"] == 200 and codes["invalid change"] == 200
+
+
+@pytest.mark.parametrize("who", ["viewer", "staff"])
+def test_the_key_cannot_be_probed_through_the_list_filters(client, request, local, who):
+    """The change list takes `?field__lookup=value` filters for the model's own fields: on the key
+    that would be an oracle (does the key start with "-----BEGIN OPENSSH"?)."""
+    client.force_login(request.getfixturevalue(who))
+    url = reverse("admin:jobs_clusterprofile_changelist")
+    first_line = local.private_key.strip().splitlines()[0]
+    for query in ({"private_key__startswith": first_line}, {"private_key__contains": "KEY"},
+                  {"private_key": local.private_key}):
+        assert client.get(url, query).status_code == 400

@@ -1,8 +1,9 @@
 """`manage.py seed_local`: the local cluster profile, two templates and a demo account.
 
 Reads the same environment as scripts/cluster/env.sh (FFP_*), so the profile matches what
-scripts/cluster/up.sh started: its SSH key and the pinned host key line. Safe to run again:
-it updates the rows in place and never resets the demo password once set.
+scripts/cluster/up.sh started: its SSH key (stored encrypted, as every profile's: jobs.secrets) and
+the pinned host key line. Safe to run again: it updates the rows in place and never resets the
+demo password once set.
 """
 from pathlib import Path
 import os
