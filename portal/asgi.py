@@ -3,6 +3,7 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+os.umask(0o077)  # what the portal writes (uploads, outputs, thumbnails) is its service user's alone
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django_asgi_app = get_asgi_application()
 

@@ -124,7 +124,10 @@ TEMPLATES = [
 WSGI_APPLICATION = "portal.wsgi.application"
 ASGI_APPLICATION = "portal.asgi.application"
 
-DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'var' / 'portal.sqlite3'}")
+#: the portal's own state (database, uploads, outputs, logs): its service user's alone (mode 700)
+VAR_DIR = Path(os.environ.get("PORTAL_VAR", BASE_DIR / "var"))
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")
 try:
     import dj_database_url
 
@@ -140,7 +143,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # browser tests) sees the same test database. One file per test run (the pid), so two runs in
     # the same checkout never destroy each other's database; Django deletes it at the end.
     DATABASES["default"]["TEST"] = {
-        "NAME": os.environ.get("TEST_DATABASE_NAME") or str(BASE_DIR / "var" / f"test-portal-{os.getpid()}.sqlite3")
+        "NAME": os.environ.get("TEST_DATABASE_NAME") or str(VAR_DIR / f"test-portal-{os.getpid()}.sqlite3")
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -165,11 +168,14 @@ STATIC_URL = "/static/"
 #: needed for a checkout or the tests; `make up` collects them once into STATIC_ROOT anyway.
 WHITENOISE_USE_FINDERS = True
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "var" / "static"))
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "static"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise looks there first (empty until collectstatic)
 # Uploads and fetched outputs. Never served as public static files: every file goes through a
 # view that checks ownership (see jobs/web/views).
-MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", BASE_DIR / "var" / "media"))
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
+# Uploads are private whatever the process's umask: files 600, folders 700.
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 MEDIA_URL = "/media-not-served/"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # bigger uploads stream to a temp file, never whole into RAM
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024

@@ -2,6 +2,7 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+os.umask(0o077)  # what the portal writes is its service user's alone
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 application = get_wsgi_application()
 

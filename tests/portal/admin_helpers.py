@@ -22,6 +22,7 @@ def profile_form(profile, **overrides) -> dict:
     data = {"name": profile.name, "slug": profile.slug, "host": profile.host, "port": profile.port,
             "username": profile.username, "private_key": "", "known_hosts": profile.known_hosts,
             "work_root": profile.work_root, "target_roots": '["/srv/ffportal/storage"]', "path_mapping": "[]",
-            "worker_python": profile.worker_python, "worker_path": "", "models_dir": "", "is_active": "on"}
+            "worker_python": profile.worker_python, "worker_path": "", "models_dir": "", "is_active": "on",
+            "max_targets_per_job": profile.max_targets_per_job}
     data.update(overrides)
     return data

@@ -4,6 +4,8 @@ from django.urls import reverse
 
 from jobs.models import ApiToken, ClusterProfile, Job, Target, Task
 
+from .admin_helpers import profile_form
+
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAASECRETSECRET\n-----END OPENSSH PRIVATE KEY-----\n"
 
 
@@ -46,12 +48,7 @@ def test_it_never_shows_the_private_key(admin_client, profile):
 
 
 def change_data(profile, **overrides) -> dict:
-    data = {"name": profile.name, "slug": profile.slug, "host": profile.host, "port": profile.port,
-            "username": profile.username, "private_key": "", "known_hosts": profile.known_hosts,
-            "work_root": profile.work_root, "target_roots": '["/srv/ffportal/storage"]', "path_mapping": "[]",
-            "worker_python": profile.worker_python, "worker_path": "", "models_dir": "", "is_active": "on"}
-    data.update(overrides)
-    return data
+    return profile_form(profile, **overrides)
 
 
 def test_it_keeps_the_key_when_the_field_is_left_empty(admin_client, profile):

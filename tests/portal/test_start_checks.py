@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-INSECURE = {"DEBUG": "false", "SECRET_KEY": "dev-only-insecure-key", "ALLOWED_HOSTS": "*"}
+#: a valid key for the SSH key's encryption at rest, so only the checks under test can refuse
+FERNET = "Xh5n0rY9m2c6kZ1bq3Wf8a7Tt4Ls0Vd2Jp9Ue5Gy1HI="
+INSECURE = {"DEBUG": "false", "SECRET_KEY": "dev-only-insecure-key", "ALLOWED_HOSTS": "*",
+            "FIELD_ENCRYPTION_KEY": FERNET}
 GOOD = {"DEBUG": "false", "SECRET_KEY": "x" * 60, "ALLOWED_HOSTS": "portal.example.org",
-        "ALLOW_INSECURE_COOKIES": "true"}
+        "ALLOW_INSECURE_COOKIES": "true", "FIELD_ENCRYPTION_KEY": FERNET}
 
 
 def run(argv, env_extra, tmp_path):
