@@ -28,6 +28,9 @@ from typing import Protocol
 import paramiko
 
 from ._batch import batch_line, split_batch
+
+#: prefixed to every command line run on the cluster
+REMOTE_UMASK = "umask 077; "
 from ._connect import open_client
 from ._sftp import FileTransfers, RemoteEntry
 from .errors import ClusterUnreachable, CommandFailed, CommandTimedOut
@@ -163,7 +166,9 @@ class SSHRunner(FileTransfers):
         try:
             try:
                 chan.settimeout(max(timeout, 0.1))
-                chan.exec_command(line)
+                # umask 077: what a command creates on the cluster (sbatch's logs via SLURM_UMASK,
+                # folders, files) is the service user's alone, whatever the login shell's default.
+                chan.exec_command(REMOTE_UMASK + line)
                 if stdin:
                     chan.sendall(stdin)
                 chan.shutdown_write()  # commands reading stdin get EOF instead of hanging
