@@ -14,7 +14,10 @@ from .errors import (
     AuthenticationFailed, ClusterError, ClusterUnreachable, CommandFailed, CommandTimedOut,
     HostKeyRejected, PathNotAllowed, RemoteFileError, SlurmError,
 )
-from .paths import check_in_roots, map_path, resolve_remote_in_roots
+from .paths import (
+    FolderEntry, FolderListing, check_in_roots, list_folder_argv, list_folder_in_roots, map_path,
+    resolve_remote_in_roots,
+)
 from .resources import (
     check_slurm_fields, mem_mb, mem_text, time_limit_seconds, validate_gres, validate_mem, validate_time_limit,
 )
@@ -56,5 +59,6 @@ __all__ = [
     # batch scripts
     "SbatchSpec", "render_script", "compress_ranges",
     # paths
-    "check_in_roots", "resolve_remote_in_roots", "map_path",
+    "check_in_roots", "resolve_remote_in_roots", "map_path", "list_folder_in_roots", "list_folder_argv",
+    "FolderEntry", "FolderListing",
 ]

@@ -3,17 +3,34 @@
 `check_in_roots` is pure and lexical; `resolve_remote_in_roots` also asks the cluster where the path
 really leads (symlinks), because a link inside an allowed root may point anywhere. Use the path
 these functions RETURN, never the one that came in.
+
+`list_folder_in_roots` lists a folder with EVERY entry resolved on the cluster, in one command (one
+round trip, however many files): a file that is a link leading out of the roots (to a system file,
+to another user's upload in the work root) comes back `refused`, never as a usable path. The
+command is built by `list_folder_argv` and its answer read by `parse_folder_listing`, both pure.
 """
 from __future__ import annotations
 
+import dataclasses
 import posixpath
-from typing import Protocol
+from typing import Literal, Protocol
 
-from .errors import PathNotAllowed, RemoteFileError
+from .errors import ClusterError, PathNotAllowed, RemoteFileError
 
 
 class _Resolver(Protocol):
     def realpath(self, remote_path: str) -> str: ...
+
+
+class _CommandResult(Protocol):
+    rc: int
+    stdout: str
+    stderr: str
+
+
+class _Runner(Protocol):
+    def run(self, argv: list[str], stdin: bytes | str | None = None, timeout: float = 60,
+            check: bool = False) -> _CommandResult: ...
 
 
 def _normalize(path: str, what: str = "path") -> str:
@@ -82,3 +99,157 @@ def map_path(path: str, mapping: list[tuple[str, str]]) -> str:
     source, target = best
     rest = normal[len(source):].lstrip("/") if source != "/" else normal.lstrip("/")
     return posixpath.join(target, rest) if rest else target
+
+
+# ---- a folder, every entry resolved, in one command ------------------------------------------------
+
+#: why an entry of a listing may not be used (`FolderEntry.refused`); the portal words it
+Refusal = Literal["link_outside"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderEntry:
+    """One entry of a folder as `list_folder_in_roots` found it, links followed.
+
+    `path` is where the entry really is (symlinks resolved): use it, not folder + name. A refused
+    entry (a link leading out of the roots) keeps the link's own path, so its target is never
+    handed on by mistake. `type` is what the entry leads to; a broken link is "other".
+    """
+
+    name: str
+    path: str
+    type: Literal["dir", "file", "other"]
+    size: int
+    mtime: int
+    link: bool = False
+    refused: Refusal | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderListing:
+    path: str  # the folder's resolved path, inside the roots
+    entries: tuple[FolderEntry, ...]  # sorted by name
+
+
+#: Prints, NUL-separated: the roots resolved, an empty field, the folder resolved, then one record
+#: per entry: `p|l, type, size, mtime, name` (p: plain, l: a link; `find -L` reports what a link
+#: leads to). Links are resolved in batches by `_RESOLVE_LINKS` (one `realpath` per batch, not per
+#: file). The folder is entered with `cd -P` and listed as `.`, so the listing is exactly the
+#: folder whose resolved path was printed, even if a link on the way changes meanwhile.
+#: Exit 102, 120, 113: the folder is missing, not a folder, not readable (100 + the errno; find's own
+#: exit statuses are 0 and 1).
+_LIST_FOLDER = r"""resolve=$1 folder=$2; shift 2
+realpath -mz -- "$@" || exit 3
+printf '\0'
+[ -e "$folder" ] || { echo 'no such file or folder' >&2; exit 102; }
+[ -d "$folder" ] || { echo 'not a folder' >&2; exit 120; }
+{ cd -P -- "$folder" && [ -r . ] && [ -x . ]; } 2>/dev/null || { echo 'permission denied' >&2; exit 113; }
+realpath -z -- . || exit 3
+exec find -L . -mindepth 1 -maxdepth 1 \( -xtype l -printf 'l\0%y\0%s\0%T@\0%f\0' -exec sh -c "$resolve" sh {} + \) \
+  -o -printf 'p\0%y\0%s\0%T@\0%f\0'"""
+
+#: One batch of links: `r, count, the links (./name) ..., their resolved paths ..., an empty field`.
+#: A link realpath cannot resolve prints nothing, so a short batch leaves all its links unresolved.
+_RESOLVE_LINKS = r"""printf 'r\0%s\0' "$#"; printf '%s\0' "$@"; realpath -mz -- "$@"; printf '\0'"""
+
+_EXIT_ERRNO = {102: 2, 120: 20, 113: 13}
+_ERRNO_WORDS = {2: "no such file or folder", 20: "not a folder", 13: "permission denied"}
+
+
+def list_folder_argv(folder: str, roots: list[str]) -> list[str]:
+    """The command listing `folder` (absolute, checked by `check_in_roots`) with its entries and
+    `roots` resolved on the cluster; its answer is read by `parse_folder_listing`."""
+    return ["sh", "-c", _LIST_FOLDER, "sh", _RESOLVE_LINKS, folder, *roots]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Raw:
+    kind: str  # "p" plain or "l" link
+    type: str  # find's %y after following links: f, d, l (broken), ...
+    size: int
+    mtime: int
+    name: str
+
+
+def parse_folder_listing(stdout: str, n_roots: int) -> tuple[list[str], str, list[_Raw], dict[str, str]]:
+    """(resolved roots, resolved folder, entries, {link name: resolved path}) from the answer of
+    `list_folder_argv`. A link missing from the map could not be resolved. ClusterError when the
+    answer is not in that shape."""
+    fields = stdout.split("\0")
+    if fields[-1] != "":
+        raise ClusterError("the folder listing from the cluster was cut off")
+    fields = iter(fields[:-1])
+    try:
+        roots = [next(fields) for _ in range(n_roots)]
+        if next(fields) != "":
+            raise ValueError("roots")
+        folder = next(fields)
+        entries: list[_Raw] = []
+        resolved: dict[str, str] = {}
+        for kind in fields:
+            if kind in ("p", "l"):
+                type_, size, mtime, name = next(fields), next(fields), next(fields), next(fields)
+                entries.append(_Raw(kind, type_, int(size), int(float(mtime)), name))
+            elif kind == "r":
+                links = [next(fields).removeprefix("./") for _ in range(int(next(fields)))]
+                reals = []
+                while (real := next(fields)) != "":
+                    reals.append(real)
+                if len(reals) == len(links):
+                    resolved.update(zip(links, reals))
+            else:
+                raise ValueError(kind)
+    except (StopIteration, ValueError):
+        raise ClusterError("the folder listing from the cluster could not be read") from None
+    return roots, folder, entries, resolved
+
+
+def list_folder_in_roots(runner: _Runner, path: str, roots: list[str], timeout: float = 120) -> FolderListing:
+    """The entries of the folder `path`, each resolved on the cluster and checked against `roots`.
+
+    One command, whatever the number of entries. The folder itself must resolve inside a root
+    (PathNotAllowed otherwise, as from `resolve_remote_in_roots`); an entry that is a link leading
+    out of the roots is returned with `refused="link_outside"`, its link path and no target. A
+    missing or unreadable folder raises RemoteFileError.
+    """
+    normal = check_in_roots(path, roots)
+    clean_roots = [_normalize(root, "allowed root") for root in roots]
+    res = runner.run(list_folder_argv(normal, clean_roots), timeout=timeout)
+    if res.rc in _EXIT_ERRNO:
+        errno = _EXIT_ERRNO[res.rc]
+        raise RemoteFileError(f"cannot list {normal} on the cluster: {_ERRNO_WORDS[errno]}", normal, errno)
+    if res.rc != 0 and not res.stdout:
+        last = res.stderr.strip().splitlines()[-1:] or [f"exit status {res.rc}"]
+        raise ClusterError(f"cannot list {normal} on the cluster: {last[0]}")
+    # find's own exit status is not checked: it is 1 after a link loop, whose entry it leaves out.
+    real_roots, real, raw, resolved = parse_folder_listing(res.stdout, len(clean_roots))
+    candidates = clean_roots + [r for r in real_roots if r.startswith("/")]
+    if not real.startswith("/") or not any(_inside(real, root) for root in candidates):
+        raise PathNotAllowed(f"{normal} leads to {real} (through a symbolic link), which is outside "
+                             f"the folders this cluster profile allows")
+    entries = []
+    for e in raw:
+        here = posixpath.join(real, e.name)
+        kind = "file" if e.type == "f" else "dir" if e.type == "d" else "other"
+        if e.kind == "p":
+            entries.append(FolderEntry(e.name, here, kind, e.size, e.mtime))
+            continue
+        target = resolved.get(e.name)
+        if target is None:  # could not be resolved: offered as nothing
+            entries.append(FolderEntry(e.name, here, "other", e.size, e.mtime, link=True))
+        elif not any(_inside(target, root) for root in candidates):
+            entries.append(FolderEntry(e.name, here, kind, e.size, e.mtime, link=True, refused="link_outside"))
+        else:
+            entries.append(FolderEntry(e.name, target, kind, e.size, e.mtime, link=True))
+    return FolderListing(real, tuple(sorted(entries, key=lambda e: e.name)))
+
+
+def answer_folder_listing(argv: list[str], entries) -> str:
+    """For tests' fake runners: what the cluster answers to `list_folder_argv(folder, roots)` (given
+    as `argv`) for a folder that holds `entries` (anything with `name`, `type` "file" | "dir" and
+    `size`), no links, the folder and the roots being where they are. Read by `parse_folder_listing`."""
+    folder, roots = argv[5], argv[6:]
+    fields = [*roots, "", folder]
+    for e in entries:
+        fields += ["p", {"file": "f", "dir": "d"}.get(e.type, "p"), str(e.size or 0), "0", e.name]
+    return "\0".join(fields) + "\0"

@@ -6,7 +6,7 @@ import posixpath
 from django.utils.translation import gettext as _
 
 import cluster
-from cluster import ClusterError, PathNotAllowed, resolve_remote_in_roots
+from cluster import ClusterError, PathNotAllowed, list_folder_in_roots
 
 from jobs.errors import BrowseError
 from jobs.models import ClusterProfile, Template
@@ -21,7 +21,8 @@ def browse(user, path: str = "", profile: ClusterProfile | None = None) -> dict:
     """`{"path", "entries": [{"name", "path", "type", "size"}]}`; no path: the allowed roots.
 
     The path is checked against the roots before AND after the cluster resolves symlinks, so a
-    link pointing out of a root is refused like `..`.
+    link pointing out of a root is refused like `..`. So is every entry, in the same one command:
+    a file or folder that is a link leading out of the roots is not offered at all.
     """
     profiles = profiles_for(user)
     if profile is None:
@@ -35,15 +36,15 @@ def browse(user, path: str = "", profile: ClusterProfile | None = None) -> dict:
         return {"path": "", "entries": [{"name": r, "path": r, "type": "dir", "size": None} for r in roots]}
     try:
         runner = cluster.runner_for(profile)
-        real = resolve_remote_in_roots(runner, path, roots)
-        entries = runner.listdir(real)
+        listing = list_folder_in_roots(runner, path, roots)
     except PathNotAllowed:
         raise BrowseError(_("That folder is outside the folders you may use."), 403) from None
     except ClusterError as exc:
         raise BrowseError(_("The cluster cannot be reached right now (%(why)s). Try again in a minute.") % {"why": exc}, 503) from None
+    real = listing.path
     out = []
-    for e in sorted(entries, key=lambda e: (e.type != "dir", e.name.lower())):
-        if e.name.startswith(".") or e.type not in ("dir", "file"):
+    for e in sorted(listing.entries, key=lambda e: (e.type != "dir", e.name.lower())):
+        if e.name.startswith(".") or e.type not in ("dir", "file") or e.refused:
             continue
         out.append({"name": e.name, "path": posixpath.join(real, e.name), "type": e.type,
                     "size": e.size if e.type == "file" else None})

@@ -24,6 +24,7 @@ from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 from jobs import audit
 from jobs.models import Job, Target
+from jobs.start import unique_name
 from jobs.uploads import safe_name
 
 #: bytes read from an output per zip write: large enough to be fast, small enough to stream
@@ -79,12 +80,17 @@ def input_path(target: Target) -> Path | None:
 
 
 def fetched_outputs(job: Job) -> list[tuple[str, Path]]:
-    """(name in the zip, local file) of every output fetched so far, in target order."""
+    """(name in the zip, local file) of every output fetched so far, in target order.
+
+    Names pass `safe_name`: no folders, no control characters and no bidi overrides (U+202E would
+    make "gpj.exe" read "exe.jpg" in an unzip tool). Names it made equal are told apart (`-2`).
+    """
     out = []
+    used: set[str] = set()
     for target in job.targets.exclude(output_file="").order_by("index"):
         path = output_path(target)
         if path is not None:
-            out.append((safe_name(target.output_name), path))
+            out.append((unique_name(safe_name(target.output_name), used), path))
     return out
 
 
@@ -192,9 +198,11 @@ def record_download(request: HttpRequest, job, kind: str, target=None, via: str 
 
 def serve_file(path: Path | None, name: str, download: bool = False) -> MediaFileResponse:
     """Stream a checked file. Only photo and video types are shown in the browser; anything else
-    is a download, so an upload can never run as a page of this site."""
+    is a download, so an upload can never run as a page of this site. The name a browser offers
+    to save it under passes `safe_name` (no control characters, no bidi overrides)."""
     if path is None:
         raise Http404("No such file")
+    name = safe_name(name)
     content_type = None
     if name.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS):
         content_type = mimetypes.guess_type(name)[0]

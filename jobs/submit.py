@@ -8,7 +8,6 @@ with a plain reason, and the RQ job is retried with backoff.
 from __future__ import annotations
 
 import logging
-import posixpath
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -18,7 +17,7 @@ from django.utils.translation import gettext as _
 
 import cluster
 from cluster import (
-    ClusterError, ClusterLimits, CommandFailed, PathNotAllowed, SbatchSpec, render_script, resolve_remote_in_roots, slurm,
+    ClusterError, ClusterLimits, CommandFailed, PathNotAllowed, SbatchSpec, list_folder_in_roots, render_script, slurm,
 )
 from worker.layout import LOG_NAME_PATTERN
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
@@ -30,6 +29,7 @@ from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Ta
 from jobs.errors import StartError, SubmitRejected
 from jobs.quotas import check_folder_targets
 from jobs.start import is_media_name, unique_name
+from jobs.uploads import safe_name
 
 log = logging.getLogger(__name__)
 
@@ -205,11 +205,12 @@ def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None 
 def _targets_from_folder(runner, job: Job, chunk_size: int) -> None:
     roots = list(job.cluster.target_roots)
     try:
-        folder = resolve_remote_in_roots(runner, job.target_folder, roots)
+        # One command for the whole folder: every file is resolved on the cluster, and a link that
+        # leads out of the roots comes back refused (the worker checks again before it opens one).
+        listing = list_folder_in_roots(runner, job.target_folder, roots)
     except PathNotAllowed:
         raise SubmitRejected(_("The folder %(folder)s is outside the folders you may use.") % {"folder": job.target_folder}) from None
-    entries = sorted((e for e in runner.listdir(folder) if e.type == "file" and is_media_name(e.name)
-                      and not e.name.startswith(".")), key=lambda e: e.name)
+    entries = [e for e in listing.entries if e.type == "file" and is_media_name(e.name) and not e.name.startswith(".")]
     # Only now is the folder's target count known: the targets-per-job quota is checked here.
     # Its GPU-hours are NOT refused here (the job was accepted at Start); its estimate grows with
     # Job.total below and weighs on the owner's next Start (jobs.quotas).
@@ -218,12 +219,22 @@ def _targets_from_folder(runner, job: Job, chunk_size: int) -> None:
     except StartError as exc:  # the cluster's or the user's limit of targets per job
         raise SubmitRejected(exc.message) from None
     used: set[str] = set()  # a.webm and a.mp4 would both write a.mp4
-    rows = [(i, e.name, posixpath.join(folder, e.name), unique_name(default_output_name(e.name), used), i // chunk_size)
+    # The worker reads `e.path`: where the file really is, links resolved. A refused link keeps its
+    # own path, which the worker refuses as well; it stays in the list so that the user sees why.
+    # Output names are short and plain (safe_name): a 254-byte name leaves no room for `-2` or for
+    # the temporary names of a copy, on the cluster or in the portal.
+    rows = [(i, e.name, e.path, unique_name(default_output_name(safe_name(e.name)), used), i // chunk_size)
             for i, e in enumerate(entries)]
+    refused = [i for i, e in enumerate(entries) if e.refused]
     with transaction.atomic():
         insert_targets(job, rows)
+        for first in range(0, len(refused), 500):
+            Target.objects.filter(job=job, index__in=refused[first:first + 500]).update(
+                status=TargetStatus.FAILED, message=_("skipped: it is a link that leads outside the folders you may use"))
         Job.objects.filter(pk=job.pk).update(total=len(rows))
     job.total = len(rows)
+    if refused:
+        job.recount()
 
 
 def job_id_param(job: Job):

@@ -1,12 +1,14 @@
-"""Checks of uploaded files, by content (never by extension alone), before anything is saved."""
+"""Checks of uploaded files, by content (never by extension alone), before anything is saved; and
+the names files are stored and handed out under."""
 from __future__ import annotations
 
-import re
 import unicodedata
 import warnings
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
+from django.core.files.uploadhandler import FileUploadHandler
+from django.http.multipartparser import MultiPartParser
 from django.utils.translation import gettext as _
 from PIL import Image, UnidentifiedImageError
 
@@ -16,22 +18,72 @@ from jobs.errors import UploadRejected
 _MP4_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
 _EBML = b"\x1a\x45\xdf\xa3"  # mkv / webm
 
+#: the name of a file whose own name leaves nothing to keep ("..", only dots or control characters)
+UNNAMED = "file"
+#: the longest name kept, in UTF-8 bytes: file systems allow 255, and names grow on the way
+#: (`-2` for a duplicate, `.<random>.part` while a copy is written, `.jpg` for a thumbnail)
+MAX_NAME_BYTES = 180
+#: a "extension" longer than this is part of the name, not kept apart when a name is shortened
+_MAX_EXTENSION_BYTES = 16
+
+
+def without_hidden_characters(text: str) -> str:
+    """`text` without the invisible characters that change how it reads: Unicode format characters
+    (category Cf: the bidi overrides, embeddings and isolates such as U+202E that show
+    "gpj.exe" as "exe.jpg", zero-width marks, the byte order mark) and line and paragraph separators."""
+    return "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Zl", "Zp"))
+
+
+def shorten_name(name: str, limit: int = MAX_NAME_BYTES) -> str:
+    """`name` cut to at most `limit` UTF-8 bytes, keeping its extension (and whole characters)."""
+    if len(name.encode()) <= limit:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem or len(ext.encode()) > _MAX_EXTENSION_BYTES:
+        stem, ext = name, ""  # no extension to keep: cut the whole name
+    room = limit - (len(ext.encode()) + 1 if ext else 0)
+    stem = stem.encode()[:room].decode(errors="ignore").rstrip() or UNNAMED
+    return f"{stem}.{ext}" if ext else stem
+
 
 def safe_name(name: str) -> str:
-    """A file name safe to store and to pass on: no folders, no control characters, not hidden.
+    """A file name safe to store and to pass on: no folders, no control or hidden characters, not
+    hidden itself, at most MAX_NAME_BYTES long, never empty.
 
     Unicode letters and shell metacharacters are kept (they are quoted wherever they go); what
-    could change the meaning of a path is not.
+    could change the meaning of a path, or what a person reads, is not.
     """
     name = unicodedata.normalize("NFC", name).replace("\\", "/").split("/")[-1]
-    name = re.sub(r"[\x00-\x1f\x7f]", "_", name).strip().lstrip(".")
-    if not name:
-        name = "file"
-    if len(name.encode()) > 180:
-        stem, dot, ext = name.rpartition(".")
-        stem = stem.encode()[:160].decode(errors="ignore")
-        name = f"{stem}.{ext}" if dot else stem
-    return name
+    name = "".join("_" if unicodedata.category(c) == "Cc" else c for c in without_hidden_characters(name))
+    name = name.strip().lstrip(".").strip()
+    return shorten_name(name or UNNAMED)
+
+
+class _KeepEveryFile(MultiPartParser):
+    def sanitize_file_name(self, file_name):
+        # Django's answer for "..", "." and names of only non-printable characters is None: the
+        # file is then dropped without a word. Keep it, named UNNAMED, and check it like any other.
+        return super().sanitize_file_name(file_name) or UNNAMED
+
+
+class KeepEveryUpload(FileUploadHandler):
+    """An upload handler (first in FILE_UPLOAD_HANDLERS) after which no uploaded file is lost for its name.
+
+    Django's multipart parser drops a file named ".." or "." silently: the only face of a job then
+    gives "upload at least one photo", and a dropped part at the end of a body makes the rest
+    unreadable ("Request max total header size exceeded"). This handler parses the body itself,
+    with the same parser and the other handlers, keeping such a file as UNNAMED.
+    """
+
+    def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):
+        others = [h for h in self.request.upload_handlers if h is not self]
+        return _KeepEveryFile(META, input_data, others, encoding).parse()
+
+    def receive_data_chunk(self, raw_data, start):  # never reached: handle_raw_input answers first
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None
 
 
 def check_upload(f: UploadedFile, kind: str) -> None:

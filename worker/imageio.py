@@ -7,6 +7,7 @@ for the engines. Handled on the way in: EXIF rotation, grayscale, palette, 16-bi
 from __future__ import annotations
 
 import os
+import secrets
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,42 +32,53 @@ class LoadedImage:
     note: str = ""  # what was converted, for the progress record ("16-bit converted to 8-bit")
 
 
-def require_nonempty_file(path: str | os.PathLike) -> Path:
-    """The path, after checking it names a readable, non-empty file (TargetError in plain words)."""
+def part_path(path: str | os.PathLike) -> Path:
+    """A temporary name next to `path` to write it under before the rename: short and plain
+    whatever `path`'s own name is (a 254-byte name plus `.part` would be too long to create)."""
     path = Path(path)
+    return path.with_name(f".{secrets.token_hex(8)}.part")
+
+
+def require_nonempty_file(path: str | os.PathLike, name: str | None = None) -> Path:
+    """The path, after checking it names a readable, non-empty file (TargetError in plain words).
+    `name`: the file's name in messages (default: `path`'s own)."""
+    path = Path(path)
+    name = name or path.name
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise TargetError(f"file not found: {path.name}") from None
+        raise TargetError(f"file not found: {name}") from None
     except OSError as exc:
-        raise TargetError(f"cannot read {path.name}: {exc.strerror}") from None
+        raise TargetError(f"cannot read {name}: {exc.strerror}") from None
     if size == 0:
-        raise TargetError(f"{path.name} is empty (0 bytes); upload the file again")
+        raise TargetError(f"{name} is empty (0 bytes); upload the file again")
     return path
 
 
-def load_image(path: str | os.PathLike, max_pixels: int) -> LoadedImage:
-    path = require_nonempty_file(path)
+def load_image(path: str | os.PathLike, max_pixels: int, name: str | None = None) -> LoadedImage:
+    """`name`: the image's name in messages (default: `path`'s own; see `worker.targetfile`)."""
+    path = require_nonempty_file(path, name)
+    name = name or path.name
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             im = Image.open(path)
     except UnidentifiedImageError:
-        raise TargetError(f"{path.name} is not an image this worker can read (JPEG, PNG, WebP, BMP, TIFF)") from None
+        raise TargetError(f"{name} is not an image this worker can read (JPEG, PNG, WebP, BMP, TIFF)") from None
     except OSError as exc:
-        raise TargetError(f"cannot read {path.name}: {exc}") from None
+        raise TargetError(f"cannot read {name}: {exc}") from None
     with im:
         w, h = im.size
         if w * h > max_pixels:
             raise TargetError(
-                f"{path.name} is {w}x{h} = {w * h / 1e6:.0f} megapixels, over the limit of "
+                f"{name} is {w}x{h} = {w * h / 1e6:.0f} megapixels, over the limit of "
                 f"{max_pixels / 1e6:.0f} megapixels; scale it down and try again"
             )
         fmt = im.format or ""
         try:
             im.load()
         except (OSError, SyntaxError, ValueError) as exc:
-            raise TargetError(f"{path.name} is truncated or corrupt ({exc}); re-export or upload it again") from None
+            raise TargetError(f"{name} is truncated or corrupt ({exc}); re-export or upload it again") from None
         notes = []
         try:
             im = ImageOps.exif_transpose(im)
@@ -121,7 +133,7 @@ def save_image(path: str | os.PathLike, bgr: np.ndarray, alpha: np.ndarray | Non
         im = Image.fromarray(rgb, "RGB")
     fmt = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".bmp": "BMP", ".tif": "TIFF", ".tiff": "TIFF"}.get(ext, "PNG")
     params = {"quality": 95} if fmt in ("JPEG", "WEBP") else {}
-    tmp = path.with_name(f".{path.name}.part")
+    tmp = part_path(path)
     try:
         im.save(tmp, format=fmt, **params)
         os.replace(tmp, path)

@@ -3,7 +3,7 @@
 A manifest is a JSON file written by the portal next to the job's inputs:
 
     {
-      "version": 1,
+      "version": 2,
       "job": "5f0c...-uuid",                      # the portal's job id (free text for the worker)
       "sources": ["/abs/src/face1.jpg", ...],     # 1+ images of ONE person, averaged into one identity
       "targets": [{"path": "/abs/in/a.jpg", "output": "a.jpg"}, ...],
@@ -11,13 +11,28 @@ A manifest is a JSON file written by the portal next to the job's inputs:
       "output_dir": "/abs/out",                   # outputs/ and progress/ are created under it
       "engine": {"name": "auto", "face_selector": "many",
                  "reference_face": null, "reference_distance": null,
-                 "max_pixels": 50000000, "video_progress_every": 25}
+                 "max_pixels": 50000000, "video_progress_every": 25},
+      "target_roots": ["/storage/shared"]         # version 2 only, optional (see below)
     }
 
 Relative paths in `sources`, `targets[].path` and `output_dir` are resolved against the manifest's
 own folder, so a staged job folder can move as a whole. Outputs are written to
 `<output_dir>/outputs/<targets[i].output>`; progress records to `<output_dir>/progress/` (see
 `worker.progress`; the folder names are `worker.layout`'s).
+
+Versions: 1 has no `target_roots`; 2 adds it. `Manifest.to_dict` writes version 1 when there are
+no target roots (so a worker that reads only version 1 still runs such a job) and version 2 when
+there are (so an older worker, which would not check them, refuses the job instead of running it
+unchecked). This worker reads both.
+
+`target_roots` (absolute folders, the cluster profile's allowed target roots): every target must
+really lie inside one of them, symlinks followed, checked by the worker right before it opens the
+file (`worker.targetfile`): the storage may change between the portal's listing and the run. A
+target that does not is reported `failed` with a plain message and never opened; its neighbours
+run as usual. Targets the portal staged into the job's own `targets/` folder (uploads,
+`worker.layout`) are always admitted. Without `target_roots` a target must still lead where its
+path says: one that is a symbolic link, or lies behind one, is refused (the portal hands over
+resolved paths only).
 
 This module imports no numpy, OpenCV or onnxruntime: the portal imports it.
 """
@@ -33,7 +48,10 @@ from .choices import ENGINE_NAMES, FACE_SELECTORS, FaceSelector  # noqa: F401 - 
 from .errors import ManifestError
 from .layout import OutputFolder
 
-MANIFEST_VERSION = 1
+#: the newest manifest version this worker reads and writes (`Manifest.version` says which one a
+#: manifest is written as); READABLE_VERSIONS are those it reads
+MANIFEST_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm")
@@ -86,7 +104,13 @@ class Manifest:
     chunks: tuple[tuple[int, ...], ...]
     output_dir: str
     engine: EngineOptions = field(default_factory=EngineOptions)
-    version: int = MANIFEST_VERSION
+    #: the folders every target must really lie in (None: not checked; see the module docstring)
+    target_roots: tuple[str, ...] | None = None
+
+    @property
+    def version(self) -> int:
+        """The version this manifest is written as: 2 only when it needs to be (it has target roots)."""
+        return 2 if self.target_roots is not None else 1
 
     # -- derived paths -------------------------------------------------------------------------
     @property
@@ -115,7 +139,7 @@ class Manifest:
     # -- (de)serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         # Built by hand: dataclasses.asdict deep-copies every target, slow for 1,000s of them.
-        return {
+        data = {
             "version": self.version,
             "job": self.job,
             "sources": list(self.sources),
@@ -124,6 +148,9 @@ class Manifest:
             "output_dir": self.output_dir,
             "engine": asdict(self.engine),
         }
+        if self.target_roots is not None:
+            data["target_roots"] = list(self.target_roots)
+        return data
 
     def dumps(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
@@ -139,14 +166,17 @@ class Manifest:
         if not isinstance(data, dict):
             raise ManifestError("the manifest must be a JSON object")
         version = data.get("version")
-        if version != MANIFEST_VERSION:
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
             raise ManifestError(
-                f"manifest version {version!r} is not supported by this worker (it reads version "
-                f"{MANIFEST_VERSION}); update the worker image or resubmit the job"
+                f"manifest version {version!r} is not supported by this worker (it reads versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))}); update the worker image or resubmit the job"
             )
-        unknown = set(data) - {"version", "job", "sources", "targets", "chunks", "output_dir", "engine"}
+        known_fields = {"version", "job", "sources", "targets", "chunks", "output_dir", "engine"}
+        if version >= 2:
+            known_fields.add("target_roots")
+        unknown = set(data) - known_fields
         if unknown:
-            raise ManifestError(f"unknown manifest field(s): {', '.join(sorted(unknown))}")
+            raise ManifestError(f"unknown manifest field(s) for version {version}: {', '.join(sorted(unknown))}")
 
         def resolve(p: Any, what: str) -> str:
             if not isinstance(p, str) or not p:
@@ -211,6 +241,7 @@ class Manifest:
             chunks=tuple(chunks),
             output_dir=resolve(data.get("output_dir"), "output_dir"),
             engine=engine,
+            target_roots=_target_roots(data["target_roots"]) if "target_roots" in data else None,
         )
 
     @classmethod
@@ -227,6 +258,16 @@ class Manifest:
         except json.JSONDecodeError as exc:
             raise ManifestError(f"manifest {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
         return cls.from_dict(data, base_dir=path.resolve().parent)
+
+
+def _target_roots(raw: Any) -> tuple[str, ...]:
+    """`target_roots` as read: absolute folder paths. An empty list admits no folder at all."""
+    if not isinstance(raw, list):
+        raise ManifestError("'target_roots' must be a list of absolute folder paths")
+    for i, root in enumerate(raw):
+        if not isinstance(root, str) or not root.startswith("/") or "\x00" in root:
+            raise ManifestError(f"target_roots[{i}] must be an absolute folder path")
+    return tuple(raw)
 
 
 def check_output_name(name: Any, what: str = "output name") -> None:

@@ -5,18 +5,19 @@ runner, the one-shot `swap` command and the benchmarks share exactly this code.
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable
 
 import numpy as np
 
 from .engines.base import Engine, Identity
 from .errors import TargetError
-from .imageio import load_image, save_image
+from .imageio import load_image, part_path, save_image
 from .manifest import VIDEO_EXTENSIONS, EngineOptions
 from .selection import select_faces
 
@@ -82,46 +83,71 @@ def process_target(
     output: str | os.PathLike,
     on_frames: Callable[[int, int | None], None] | None = None,
     tmp_root: str | None = None,
+    name: str | None = None,
 ) -> Outcome:
-    """Swap faces in one target and write `output`. Never raises for a bad target: returns `failed`."""
+    """Swap faces in one target and write `output`. Never raises for a bad target: returns `failed`.
+
+    `name` is the target's file name, for messages and to tell a video from an image; it defaults
+    to `target`'s own, and is needed when `target` is an opened file's path (`worker.targetfile`).
+    An output that cannot be written (a name too long for the file system, a full disk) fails this
+    target only.
+    """
     target, output = Path(target), Path(output)
+    name = name or target.name
     try:
-        if target.suffix.lower() in VIDEO_EXTENSIONS:
-            return _process_video(swapper, target, output, on_frames, tmp_root)
-        return _process_image(swapper, target, output)
+        if PurePosixPath(name).suffix.lower() in VIDEO_EXTENSIONS:
+            return _process_video(swapper, target, output, on_frames, tmp_root, name)
+        return _process_image(swapper, target, output, name)
     except TargetError as exc:
         return Outcome(status="failed", message=str(exc))
     except MemoryError:
         return Outcome(status="failed", message="ran out of memory on this target; try a smaller image or a template with more memory")
+    except OSError as exc:
+        return Outcome(status="failed", message=_file_error(exc, target, name, output))
 
 
-def _process_image(swapper: Swapper, target: Path, output: Path) -> Outcome:
-    img = load_image(target, swapper.options.max_pixels)
+def _file_error(exc: OSError, target: Path, name: str, output: Path) -> str:
+    """Plain words for a file-system error met while processing a target, most likely writing `output`."""
+    if exc.filename is not None and os.fspath(exc.filename) == os.fspath(target):
+        return f"cannot read {name}: {exc.strerror or exc}"
+    if exc.errno == errno.ENAMETOOLONG:
+        return (f"the output name is too long for the file system ({len(output.name.encode())} bytes; "
+                f"most allow 255): rename the file to something shorter")
+    if exc.errno == errno.ENOSPC:
+        return "the output could not be written: the cluster's storage is full"
+    return f"the output could not be written: {exc.strerror or exc}"
+
+
+def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> Outcome:
+    img = load_image(target, swapper.options.max_pixels, name)
     result, found, swapped = swapper.swap_frame(img.bgr)
     note = f" ({img.note})" if img.note else ""
     if swapped == 0:
         # FaceFusion's behaviour: no face -> the output is the unchanged input (byte for byte).
         output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_name(f".{output.name}.part")
-        shutil.copyfile(target, tmp)
-        os.replace(tmp, output)
+        tmp = part_path(output)
+        try:
+            shutil.copyfile(target, tmp)
+            os.replace(tmp, output)
+        finally:
+            tmp.unlink(missing_ok=True)
         what = "no face found" if found == 0 else f"{found} face(s) found, none matched the reference face"
         return Outcome(status="no_face", faces_found=found, message=f"{what}; output is the unchanged input{note}")
     save_image(output, result, img.alpha)
     return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note)
 
 
-def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root) -> Outcome:
+def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, name: str) -> Outcome:
     from .ffmpeg import output_name_for_video
     from .video import probe_video, process_video
 
     if output_name_for_video(output.name) != output.name:
         raise TargetError(f"H.264 video cannot be stored as {output.suffix}; name the output "
                           f"{output_name_for_video(output.name)}")
-    info = probe_video(target)
+    info = probe_video(target, name)
     limit = swapper.options.max_pixels
     if info.width * info.height > limit:
-        raise TargetError(f"{target.name} is {info.width}x{info.height}, over the limit of {limit / 1e6:.0f} "
+        raise TargetError(f"{name} is {info.width}x{info.height}, over the limit of {limit / 1e6:.0f} "
                           f"megapixels per frame; scale it down and try again")
     res = process_video(
         target,
@@ -130,6 +156,7 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root) -> 
         tmp_root=tmp_root,
         progress_every=swapper.options.video_progress_every,
         on_progress=on_frames,
+        name=name,
     )
     if res.faces_swapped == 0:
         return Outcome(status="no_face", faces_found=res.faces_found, frames=res.frames,

@@ -2,6 +2,8 @@
 
 The environment and the manifest are read once (in `TaskConfig.from_env`), then passed down.
 One bad target never stops the rest of the chunk; the exit code says whether all succeeded.
+Every target is opened through `worker.targetfile` right before it is processed: one that leads
+outside the manifest's `target_roots` is refused ("skipped: ...", status failed), never read.
 """
 from __future__ import annotations
 
@@ -9,13 +11,15 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from .engines import load_engine
-from .errors import ManifestError, WorkerError
+from .errors import ManifestError, TargetError, WorkerError
 from .manifest import Manifest
-from .process import build_swapper, process_target
+from .process import Outcome, build_swapper, process_target
 from .progress import ProgressWriter, TargetRecord, TaskProgress
 from .signals import Terminated
+from .targetfile import allowed_folders, open_target
 
 log = logging.getLogger("worker.run")
 
@@ -34,6 +38,9 @@ class TaskConfig:
     #: TESTS ONLY: MB to grow to and hold, instead of processing, until the task is killed
     #: ($FFP_TEST_ALLOCATE_MB or the hidden --test-allocate-mb; see worker.testhooks). 0: nothing.
     test_allocate_mb: int = 0
+    #: the job folder (`worker.layout`): the manifest's own folder. Targets staged into its
+    #: `targets/` (uploads) are admitted besides the manifest's `target_roots`.
+    job_folder: str | None = None
 
     @classmethod
     def from_env(cls, manifest_path: str, task_index: int | None, models_dir: str | None,
@@ -57,7 +64,17 @@ class TaskConfig:
             # Slurm sets TMPDIR to node-local scratch on most sites; video temp files go there.
             tmp_root=env.get("TMPDIR"),
             test_allocate_mb=test_allocate_mb if test_allocate_mb is not None else _whole(env.get("FFP_TEST_ALLOCATE_MB")),
+            job_folder=str(Path(manifest_path).resolve().parent),
         )
+
+
+def _finished_earlier(out_path: Path) -> bool:
+    """An earlier attempt left a whole output. An output that cannot even be looked up (a name too
+    long for the file system) is not there: processing it then fails that target alone."""
+    try:
+        return out_path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _whole(raw) -> int:
@@ -101,12 +118,13 @@ def run_task(cfg: TaskConfig) -> int:
     log.info("task %s: %d target(s), engine %s on %s, loaded in %.2fs",
              cfg.task_index, len(chunk), engine.name, engine.device, progress.model_load_seconds)
 
+    allowed = allowed_folders(m.target_roots, cfg.job_folder)
     failed = 0
     for i in chunk:
         target = m.targets[i]
         out_path = m.output_path(i)
         rec = writer.start_target(TargetRecord(index=i, target=target.path, output=target.output))
-        if out_path.exists() and out_path.stat().st_size > 0:
+        if _finished_earlier(out_path):
             # A retried task (requeue, node failure) keeps what an earlier attempt finished.
             rec.status, rec.message = "skipped", "output already present from an earlier attempt"
             writer.flush()
@@ -118,7 +136,11 @@ def run_task(cfg: TaskConfig) -> int:
 
         t1 = time.perf_counter()
         try:
-            outcome = process_target(swapper, target.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root)
+            with open_target(target.path, allowed) as opened:
+                outcome = process_target(swapper, opened.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root,
+                                         name=opened.name)
+        except TargetError as exc:  # refused ("skipped: ..."), missing or unreadable: never opened
+            outcome = Outcome(status="failed", message=str(exc))
         except Terminated:
             # Slurm's SIGTERM (time limit, scancel): leave a truthful record, then let the exit happen.
             rec.stop_with_task(seconds=round(time.perf_counter() - t1, 3))

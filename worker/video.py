@@ -3,7 +3,7 @@
 No frame ever touches the disk: ffmpeg decodes to raw BGR on a pipe, `frame_fn` changes each frame,
 a second ffmpeg encodes from a pipe. Only the encoded temp files live in a private temporary folder
 (under `tmp_root`, else $TMPDIR: Slurm nodes usually point that at local scratch), and the result
-reaches `dst` only when everything succeeded (copied to `dst.part`, then renamed over `dst`). Both
+reaches `dst` only when everything succeeded (copied to a short temporary name next to it, then renamed over `dst`). Both
 ffmpeg processes are killed and waited for, and the temp folder removed, on every way out,
 including SIGTERM once `worker.signals.install_sigterm_handler()` is installed.
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from . import ffmpeg as ff
 from .errors import TargetError
-from .imageio import require_nonempty_file
+from .imageio import part_path, require_nonempty_file
 from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
 
 FrameFn = Callable[[np.ndarray], "tuple[np.ndarray, int, int]"]
@@ -74,23 +74,25 @@ def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
         raise TargetError(f"{cmd[0]} took longer than {timeout:.0f} s and was stopped") from None
 
 
-def probe_video(path: str | os.PathLike) -> VideoInfo:
+def probe_video(path: str | os.PathLike, name: str | None = None) -> VideoInfo:
     """Read a video's size, rate, frame count, audio and rotation; TargetError in plain words for
-    missing, empty, truncated or non-video files."""
-    path = require_nonempty_file(path)
+    missing, empty, truncated or non-video files. `name`: the video's name in messages (default:
+    `path`'s own; see `worker.targetfile`)."""
+    path = require_nonempty_file(path, name)
+    name = name or path.name
     proc = _run(ff.probe_command(path.absolute()), PROBE_TIMEOUT_S)
     err = proc.stderr.decode("utf-8", "replace").replace(ff.file_url(path.absolute()) + ": ", "")
     if proc.returncode != 0:
         if "moov atom not found" in err and _looks_like_mp4(path):
-            raise TargetError(f"{path.name} is truncated or damaged (its index is missing, typical of an "
+            raise TargetError(f"{name} is truncated or damaged (its index is missing, typical of an "
                               "interrupted upload or recording); upload the complete file again")
-        raise TargetError(f"{path.name} is not a video this worker can read ({stderr_tail(err, 1)}); "
+        raise TargetError(f"{name} is not a video this worker can read ({stderr_tail(err, 1)}); "
                           "upload an MP4, MOV, MKV or WebM file")
     try:
         data = json.loads(proc.stdout or b"{}")
     except json.JSONDecodeError:
-        raise TargetError(f"{path.name}: ffprobe gave an unreadable answer") from None
-    return ff.parse_probe(data, path.name)
+        raise TargetError(f"{name}: ffprobe gave an unreadable answer") from None
+    return ff.parse_probe(data, name)
 
 
 def _looks_like_mp4(path: Path) -> bool:
@@ -103,7 +105,7 @@ def _looks_like_mp4(path: Path) -> bool:
 
 def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: FrameFn, *,
                   tmp_root: str | os.PathLike | None = None, progress_every: int = 25,
-                  on_progress: ProgressFn | None = None) -> VideoResult:
+                  on_progress: ProgressFn | None = None, name: str | None = None) -> VideoResult:
     """Write `src` with every frame replaced by `frame_fn(frame)[0]` to `dst` (.mp4/.mov/.mkv).
 
     `frame_fn(bgr)` gets a writable uint8 (H, W, 3) BGR array, upright, and returns (frame of the
@@ -112,17 +114,18 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
     the container's count or an estimate from the duration, None if neither is known.
     The output has the source's frame count, rate, display size and audio streams. Raises
     TargetError (with ffmpeg's last words) when the source cannot be read or ffmpeg fails;
-    `dst` is then left untouched.
+    `dst` is then left untouched. `name`: the source's name in messages (default: `src`'s own).
     """
     src, dst = Path(src), Path(dst)
+    name = name or src.name
     container = ff.container_for(dst.name)  # before any work: a wrong name is the caller's bug
-    info = probe_video(src)
-    part = dst.with_name(dst.name + ".part")
+    info = probe_video(src, name)
+    part = part_path(dst)
     with tempfile.TemporaryDirectory(prefix="video-", dir=tmp_root) as tmp:
         try:
             video = Path(tmp) / "video.mp4"
             frames, found, swapped = _transcode(src.absolute(), video, info, frame_fn, Path(tmp),
-                                                max(1, int(progress_every)), on_progress)
+                                                max(1, int(progress_every)), on_progress, name)
             muxed = Path(tmp) / f"out{dst.suffix.lower()}"
             audio = _mux(video, src.absolute(), muxed, container, info)
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -166,7 +169,7 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 
 def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Path,
-               progress_every: int, on_progress: ProgressFn | None) -> tuple[int, int, int]:
+               progress_every: int, on_progress: ProgressFn | None, name: str) -> tuple[int, int, int]:
     version = ffmpeg_version()
     shape = (info.height, info.width, 3)
     total = info.estimated_frames
@@ -204,7 +207,7 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
                 raise TargetError(f"the video cannot be decoded{f' after {done} frames' if done else ''} "
                                   f"({dec_err or f'ffmpeg exit status {dec_rc}'})")
             if dec_err and total and done + MISSING_FRAMES_TOLERATED < total:
-                raise TargetError(f"{src.name} is truncated or damaged: only {done} of {total} frames could be "
+                raise TargetError(f"{name} is truncated or damaged: only {done} of {total} frames could be "
                                   f"decoded ({dec_err}); upload the complete file again")
             try:
                 enc.stdin.close()

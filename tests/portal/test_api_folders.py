@@ -73,3 +73,57 @@ def test_it_refuses_a_cluster_of_no_usable_template(stranger, template):
                                   known_hosts="k", work_root="/w", target_roots=["/secret"])
     r = token_client(stranger)[0].get("/api/v1/folders", {"cluster": "other"})
     assert r.status_code == 404
+
+
+class LocalRunner:
+    """The cluster's storage is a folder here: the listing command runs on this machine."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, argv, stdin=None, timeout=60, check=False):
+        import subprocess
+
+        from cluster import CommandResult
+
+        self.calls.append(argv)
+        p = subprocess.run(argv, capture_output=True, timeout=timeout)
+        return CommandResult(argv, p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
+
+
+@pytest.fixture
+def storage(template, tmp_path, monkeypatch):
+    """An allowed root holding a photo, links out of it (a system file, another job's face, a
+    folder) and links that stay inside; the real `browse` lists it."""
+    root, shoot = tmp_path / "storage", tmp_path / "storage" / "shoot"
+    (shoot / "day2").mkdir(parents=True)
+    face = tmp_path / "work" / "jobs" / "other" / "sources" / "0-face.jpg"
+    face.parent.mkdir(parents=True)
+    face.write_bytes(b"their face")
+    (shoot / "a.jpg").write_bytes(b"12345")
+    (shoot / "their-face.jpg").symlink_to(face)
+    (shoot / "passwd.jpg").symlink_to("/etc/passwd")
+    (shoot / "etc").symlink_to("/etc")
+    (shoot / "same.jpg").symlink_to("a.jpg")
+    (shoot / "latest").symlink_to(shoot / "day2")
+    profile = template.cluster
+    profile.target_roots = [str(root)]
+    profile.save()
+    runner = LocalRunner()
+    monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
+    return shoot, runner
+
+
+def test_it_never_offers_a_link_that_leads_out_of_the_roots(api, storage):
+    shoot, runner = storage
+    r = api.get("/api/v1/folders", {"path": str(shoot)})
+    assert r.status_code == 200
+    assert r.json() == {"path": str(shoot), "entries": [
+        {"name": "day2", "path": f"{shoot}/day2", "type": "dir", "size": None},
+        {"name": "latest", "path": f"{shoot}/latest", "type": "dir", "size": None},
+        {"name": "a.jpg", "path": f"{shoot}/a.jpg", "type": "file", "size": 5},
+        {"name": "same.jpg", "path": f"{shoot}/same.jpg", "type": "file", "size": 5},
+    ]}
+    assert len(runner.calls) == 1  # the folder and every entry: one command
+    r = api.get("/api/v1/folders", {"path": f"{shoot}/etc"})
+    assert r.status_code == 403 and r.json()["field"] == "path"

@@ -18,13 +18,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from PIL import Image
 
-from cluster import CommandResult, RemoteEntry
+from cluster import CommandResult
 from cluster.sbatch import render_script
-from jobs.models import Job, JobStatus, Target
+from jobs.models import Job, JobStatus, Target, TargetStatus
 from jobs.errors import StartError, UploadRejected
 from jobs.start import start_job
 from jobs.submit import sbatch_spec, submit_job
-from jobs.uploads import check_upload
+from jobs.uploads import UNNAMED, check_upload, safe_name
 from worker.manifest import Manifest
 
 from .test_watcher import EMPTY_SQUEUE
@@ -154,13 +154,77 @@ def test_it_refuses_an_oversize_upload_and_leaves_no_temp_file(post_start, untou
     untouched()
 
 
+# --- upload names ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, stored", [
+    ("x" * 200, "x" * 180),  # no dot: cut, not emptied
+    ("a." + "b" * 200, "a." + "b" * 178),  # a "extension" that long is part of the name
+    ("名" * 70 + ".jpeg", "名" * 58 + ".jpeg"),  # whole characters, extension kept
+    ("..", UNNAMED), ("...", UNNAMED), ("\x00\x01", "__"), ("  .  ", UNNAMED),
+    ("a\u202egpj.exe", "agpj.exe"), ("\ufeffface\u200b.jpg", "face.jpg"),
+])
+def test_it_names_uploads_safely_and_never_empty(name, stored):
+    assert safe_name(name) == stored
+    assert 0 < len(safe_name(name).encode()) <= 180
+
+
+def test_a_long_upload_name_without_a_dot_is_kept_short_not_emptied(post_start, owner, jpeg_bytes):
+    r, body = post_start(targets=[upload("y" * 200, jpeg_bytes)], source=upload("z" * 200, jpeg_bytes))
+    assert r.status_code == 302, body
+    job = Job.objects.get(owner=owner)
+    target, source = job.targets.get(), job.sources.get()
+    assert target.output_name == "y" * 180 and Path(target.upload.name).name == "y" * 180
+    assert Path(source.file.name).name == "z" * 180
+
+
+def multipart(fields: dict, files: list[tuple[str, str, bytes]]) -> bytes:
+    """A multipart body written by hand: a test client would refuse to send a file named ".."."""
+    from django.test.client import BOUNDARY
+
+    lines = []
+    for key, value in fields.items():
+        lines += [f"--{BOUNDARY}", f'Content-Disposition: form-data; name="{key}"', "", value]
+    out = "\r\n".join(lines).encode()
+    for key, name, data in files:
+        out += (f'\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name="{key}"; filename="{name}"\r\n'
+                f"Content-Type: image/jpeg\r\n\r\n").encode() + data
+    return out + f"\r\n--{BOUNDARY}--\r\n".encode()
+
+
+UPLOAD_HANDLERS = ["jobs.uploads.KeepEveryUpload", "django.core.files.uploadhandler.MemoryFileUploadHandler",
+                   "django.core.files.uploadhandler.TemporaryFileUploadHandler"]
+
+
+@pytest.mark.parametrize("source, target", [("..", "a.jpg"), ("face.jpg", ".."), ("face.jpg", ".")])
+def test_an_upload_named_dotdot_gets_a_safe_name_instead_of_a_puzzling_400(owner, template, jpeg_bytes, settings,
+                                                                         source, target):
+    """Django drops a file named ".." without a word: the only face then gave "upload at least one
+    photo", and a dropped last part made the body unreadable. It is kept, as UNNAMED."""
+    from django.test.client import MULTIPART_CONTENT
+
+    from .api_helpers import token_client
+
+    settings.FILE_UPLOAD_HANDLERS = UPLOAD_HANDLERS
+    api = token_client(owner)[0]
+    body = multipart({"template": template.slug, "consent": "true"},
+                     [("source", source, jpeg_bytes), ("targets", target, jpeg_bytes)])
+    r = api.generic("POST", "/api/v1/jobs", body, content_type=MULTIPART_CONTENT)
+    assert r.status_code == 201, r.content
+    job = Job.objects.get(pk=r.json()["id"])
+    assert job.sources.count() == 1 and job.targets.count() == 1
+    named = job.sources.get().original_name if source == ".." else job.targets.get().output_name
+    assert named == UNNAMED
+
+
 # --- target folders -------------------------------------------------------------------------------
 
 class FolderRunner:
-    """A cluster whose folders hold `entries`; `links` maps a path to where it really leads."""
+    """A cluster whose target folders are real folders here: the folder listing command runs on this
+    machine (the same sh, find and realpath a cluster has); nothing else runs. Every command is
+    recorded; sbatch answers Slurm job id 4242. No `listdir` or `realpath`: a listing that took one
+    SFTP call per file would fail here."""
 
-    def __init__(self, entries=(), links=None):
-        self.entries, self.links = list(entries), links or {}
+    def __init__(self):
         self.commands, self.written = [], {}
 
     def run_batch(self, argvs, timeout=60):
@@ -169,16 +233,10 @@ class FolderRunner:
 
     def run(self, argv, stdin=None, timeout=60, check=False):
         self.commands.append(argv)
+        if argv[0] == "sh":  # cluster.list_folder_argv
+            p = subprocess.run(argv, capture_output=True, timeout=timeout)
+            return CommandResult(argv, p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
         return CommandResult(argv=argv, rc=0, stdout="4242\n" if argv[0] == "sbatch" else "", stderr="")
-
-    def realpath(self, path):
-        for link, target in self.links.items():
-            if path == link or path.startswith(link + "/"):
-                return target + path[len(link):]
-        return path
-
-    def listdir(self, path):
-        return list(self.entries)
 
     def makedirs(self, path):
         pass
@@ -198,20 +256,33 @@ def fake_cluster(monkeypatch):
     return install
 
 
+@pytest.fixture
+def storage(template, tmp_path):
+    """The cluster profile's one allowed root, as a real folder; the work root (other jobs' faces) beside it."""
+    root = tmp_path / "storage"
+    root.mkdir()
+    profile = template.cluster
+    profile.target_roots = [str(root)]
+    profile.work_root = str(tmp_path / "work")
+    profile.save()
+    return root
+
+
 def folder_job(owner, template, jpeg_bytes, folder):
     return start_job(user=owner, template=template, sources=[upload("face.jpg", jpeg_bytes)], consent=True,
-                     target_folder=folder)
+                     target_folder=str(folder))
 
 
 def test_an_empty_target_folder_fails_the_job_with_a_plain_message(client, owner, template, jpeg_bytes, fake_cluster,
-                                                                    untouched):
-    runner = fake_cluster(FolderRunner(entries=[
-        RemoteEntry(name="notes.txt", path=f"{ROOT}/empty/notes.txt", type="file", size=1, mtime=0),
-        RemoteEntry(name=".hidden.jpg", path=f"{ROOT}/empty/.hidden.jpg", type="file", size=1, mtime=0)]))
-    job = folder_job(owner, template, jpeg_bytes, f"{ROOT}/empty")
+                                                                    storage, untouched):
+    (storage / "empty").mkdir()
+    (storage / "empty" / "notes.txt").write_text("x")
+    (storage / "empty" / ".hidden.jpg").write_bytes(jpeg_bytes)
+    runner = fake_cluster(FolderRunner())
+    job = folder_job(owner, template, jpeg_bytes, storage / "empty")
     assert submit_job(str(job.id)) is None
     job.refresh_from_db()
-    message = f"The folder {ROOT}/empty has no images or videos in it."
+    message = f"The folder {storage}/empty has no images or videos in it."
     assert job.status == JobStatus.FAILED and job.error == message
     assert not [c for c in runner.commands if c[0] == "sbatch"]
     client.force_login(owner)
@@ -227,18 +298,87 @@ def test_it_refuses_a_folder_outside_the_roots_at_start(post_start, untouched, f
     untouched()
 
 
-def test_a_symlink_inside_a_root_that_leads_out_fails_the_job(owner, template, jpeg_bytes, fake_cluster, untouched):
-    runner = fake_cluster(FolderRunner(
-        entries=[RemoteEntry(name="passwd.jpg", path="/etc/passwd.jpg", type="file", size=1, mtime=0)],
-        links={f"{ROOT}/escape": "/etc"}))
-    job = folder_job(owner, template, jpeg_bytes, f"{ROOT}/escape")
+def test_a_symlink_inside_a_root_that_leads_out_fails_the_job(owner, template, jpeg_bytes, fake_cluster, storage,
+                                                             tmp_path, untouched):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "passwd.jpg").write_bytes(jpeg_bytes)
+    (storage / "escape").symlink_to(tmp_path / "elsewhere")
+    runner = fake_cluster(FolderRunner())
+    job = folder_job(owner, template, jpeg_bytes, storage / "escape")
     submit_job(str(job.id))
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
-    assert job.error == f"The folder {ROOT}/escape is outside the folders you may use."
+    assert job.error == f"The folder {storage}/escape is outside the folders you may use."
     assert not Target.objects.filter(job=job).exists()
     assert not [c for c in runner.commands if c[0] == "sbatch"]
     untouched(allow_new_jobs=1)
+
+
+LINK_OUTSIDE = "skipped: it is a link that leads outside the folders you may use"
+
+
+def test_a_file_link_that_leads_out_of_the_roots_is_a_refused_target(owner, template, jpeg_bytes, fake_cluster,
+                                                                     storage, tmp_path, untouched):
+    """A link to a file outside the roots (another job's uploaded face in the work root, a system
+    file) is listed as a refused target with a plain reason: never handed to the worker by where
+    it leads, never output. Its neighbours, and a link that stays inside, are ordinary targets."""
+    shoot = storage / "shoot"
+    shoot.mkdir()
+    their_face = tmp_path / "work" / "jobs" / "other-job" / "sources" / "0-face.jpg"
+    their_face.parent.mkdir(parents=True)
+    their_face.write_bytes(jpeg_bytes)
+    (shoot / "a.jpg").write_bytes(jpeg_bytes)
+    (shoot / "b.jpg").symlink_to(their_face)
+    (shoot / "c.jpg").symlink_to("/etc/hostname")
+    (shoot / "d.jpg").symlink_to("a.jpg")
+    runner = fake_cluster(FolderRunner())
+    job = folder_job(owner, template, jpeg_bytes, shoot)
+    assert submit_job(str(job.id)) == "4242"
+    job.refresh_from_db()
+    targets = {t.name: t for t in job.targets.all()}
+    assert {n: (t.status, t.message) for n, t in targets.items()} == {
+        "a.jpg": (TargetStatus.WAITING, ""), "b.jpg": (TargetStatus.FAILED, LINK_OUTSIDE),
+        "c.jpg": (TargetStatus.FAILED, LINK_OUTSIDE), "d.jpg": (TargetStatus.WAITING, "")}
+    assert (job.total, job.failed) == (4, 2)
+    assert targets["d.jpg"].cluster_path == f"{shoot}/a.jpg"  # where it really is
+    manifest_text = runner.written[job.folder.manifest].decode()
+    manifest = Manifest.from_dict(json.loads(manifest_text))
+    assert [t.path for t in manifest.targets] == [f"{shoot}/a.jpg", f"{shoot}/b.jpg", f"{shoot}/c.jpg", f"{shoot}/a.jpg"]
+    assert str(their_face) not in manifest_text and "/etc/hostname" not in manifest_text
+    assert len([c for c in runner.commands if c[0] == "sh"]) == 1  # the folder: one command
+    untouched(allow_new_jobs=1)
+
+
+def test_a_folder_of_a_thousand_files_is_listed_in_one_command(owner, template, jpeg_bytes, fake_cluster, storage):
+    big = storage / "big"
+    big.mkdir()
+    for i in range(1000):
+        (big / f"img{i:04d}.jpg").write_bytes(b"x")
+    template.chunk_size = 100
+    template.save()
+    runner = fake_cluster(FolderRunner())
+    job = folder_job(owner, template, jpeg_bytes, big)
+    assert submit_job(str(job.id)) == "4242"
+    assert len([c for c in runner.commands if c[0] == "sh"]) == 1
+    assert job.targets.count() == 1000 and not job.targets.exclude(status=TargetStatus.WAITING).exists()
+
+
+def test_odd_folder_file_names_get_short_plain_output_names(owner, template, jpeg_bytes, fake_cluster, storage):
+    """A 254-byte file name keeps its name for the user, but its output name leaves room for `-2`
+    and for the temporary names of a copy; control characters do not reach an output name."""
+    shoot = storage / "shoot"
+    shoot.mkdir()
+    long = "照" * 83 + "x.jpg"  # 3 * 83 + 5 = 254 bytes
+    for name in (long, "line\nbreak.jpg", "\u202eevil.jpg"):
+        (shoot / name).write_bytes(jpeg_bytes)
+    fake_cluster(FolderRunner())
+    job = folder_job(owner, template, jpeg_bytes, shoot)
+    assert submit_job(str(job.id)) == "4242"
+    outputs = {t.name: t.output_name for t in job.targets.all()}
+    assert set(outputs) == {long, "line\nbreak.jpg", "\u202eevil.jpg"}
+    assert outputs[long] == "照" * 58 + ".jpg"  # 178 bytes: cut at a whole character, extension kept
+    assert outputs["line\nbreak.jpg"] == "line_break.jpg" and outputs["\u202eevil.jpg"] == "evil.jpg"
+    assert job.targets.get(name=long).cluster_path == f"{shoot}/{long}"
 
 
 # --- file names with shell metacharacters, quotes, newlines, unicode ------------------------------

@@ -109,3 +109,24 @@ def test_it_builds_breadcrumbs_below_the_root():
         ("b", "/srv/ffportal/storage/a/b")]
     assert breadcrumbs("/data", roots) == [("/data", "/data")]
     assert breadcrumbs("", roots) == []
+
+
+def test_the_page_never_offers_a_link_that_leads_out_of_the_roots(client, owner, template, tmp_path, monkeypatch):
+    """The real browse, the folder listed on this machine: a file that is a link out of the
+    roots (another job's face, a system file) is not shown, nor offered to pick."""
+    from .test_api_folders import LocalRunner
+
+    shoot = tmp_path / "storage" / "shoot"
+    shoot.mkdir(parents=True)
+    (tmp_path / "their-face.jpg").write_bytes(b"not yours")
+    (shoot / "mine.jpg").write_bytes(b"mine")
+    (shoot / "borrowed.jpg").symlink_to(tmp_path / "their-face.jpg")
+    (shoot / "hostname.jpg").symlink_to("/etc/hostname")
+    template.cluster.target_roots = [str(tmp_path / "storage")]
+    template.cluster.save()
+    monkeypatch.setattr("cluster.runner_for", lambda profile: LocalRunner())
+    client.force_login(owner)
+    r = client.get(reverse("folder-browse") + f"?path={shoot}")
+    body = r.content.decode()
+    assert r.status_code == 200 and "mine.jpg" in body
+    assert "borrowed.jpg" not in body and "hostname.jpg" not in body

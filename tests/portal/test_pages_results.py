@@ -270,3 +270,40 @@ def test_it_streams_under_asgi_one_piece_at_a_time(job, jpeg_bytes, recwarn):
     response.close()
     assert b"".join(pieces) == jpeg_bytes and len(pieces) > 1
     assert not [w for w in recwarn if "must consume synchronous iterators" in str(w.message)]
+
+
+# ---- names a person reads: no bidi overrides or other hidden format characters ----
+
+#: U+202E (right-to-left override) makes "photo\u202egpj.exe" read "photoexe.jpg"; U+2066-U+2069
+#: isolates, U+200F a right-to-left mark, U+200B a zero-width space, U+FEFF a byte order mark
+HIDDEN = "\u202e\u202d\u202a\u202b\u202c\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\ufeff\u2028"
+
+
+def test_it_leaves_bidi_and_other_format_characters_out_of_download_names(client, owner, job):
+    tricky = f"photo{HIDDEN}gpj.html"
+    (job.media_dir / "outputs" / tricky).write_bytes(b"<b>bytes</b>")
+    Target.objects.filter(job=job, index=2).update(output_name=tricky, output_file=str(job.media_dir / "outputs" / tricky),
+                                                   name=f"shoot/{tricky}")
+    client.force_login(owner)
+    r = client.get(reverse("job-output", args=[job.id, 2]))
+    body_of(r)
+    header = r["Content-Disposition"]
+    assert header == 'attachment; filename="photogpj.html"'
+    r = client.get(reverse("job-input", args=[job.id, 0]))  # the name shown before: same rule
+    body_of(r)
+    Target.objects.filter(job=job, index=0).update(name=f"shoot/{HIDDEN}新娘.jpg")
+    r = client.get(reverse("job-input", args=[job.id, 0]) + "?download=1")
+    body_of(r)
+    assert r["Content-Disposition"] == "attachment; filename*=utf-8''%E6%96%B0%E5%A8%98.jpg"
+
+
+def test_it_leaves_bidi_characters_out_of_zip_entry_names_and_keeps_names_apart(owner, job):
+    outputs = job.media_dir / "outputs"
+    for index, name in ((1, "face\u202egpj.exe.png"), (2, "face\u200bgpj.exe.png")):
+        (outputs / name).write_bytes(name.encode())
+        Target.objects.filter(job=job, index=index).update(output_name=name, output_file=str(outputs / name))
+    with zipfile.ZipFile(io.BytesIO(body_of(stream_results_zip(job)))) as zf:
+        names = zf.namelist()
+        assert names == ["bride.jpg", "facegpj.exe.png", "facegpj.exe-2.png"]
+        assert zf.read("facegpj.exe.png") == "face\u202egpj.exe.png".encode()
+    assert not any(c in n for n in names for c in HIDDEN)

@@ -47,7 +47,10 @@ def test_it_round_trips_through_json(tmp_path):
 @pytest.mark.parametrize(
     "over, message",
     [
-        ({"version": 2}, "version 2 is not supported"),
+        ({"version": 3}, "version 3 is not supported"),
+        ({"target_roots": ["/storage"]}, "unknown manifest field\\(s\\) for version 1: target_roots"),
+        ({"version": 2, "target_roots": "/storage"}, "'target_roots' must be a list"),
+        ({"version": 2, "target_roots": ["storage"]}, "target_roots\\[0\\] must be an absolute folder path"),
         ({"sources": []}, "at least one source"),
         ({"targets": []}, "at least one target"),
         ({"chunks": [[0, 5]]}, "chunks\\[0\\] names target index 5, but there are 3 targets"),
@@ -81,3 +84,18 @@ def test_it_says_when_the_task_index_is_outside_the_chunks(tmp_path):
 def test_it_splits_targets_into_chunks():
     assert make_chunks(5, 2) == [[0, 1], [2, 3], [4]]
     assert make_chunks(3, 10) == [[0, 1, 2]]
+
+
+def test_it_writes_version_1_without_target_roots_so_older_workers_still_run_it(tmp_path):
+    m = Manifest.load(write(tmp_path, good()))
+    assert m.target_roots is None and m.version == 1
+    assert json.loads(m.dumps())["version"] == 1 and "target_roots" not in json.loads(m.dumps())
+
+
+def test_it_reads_and_writes_target_roots_as_version_2(tmp_path):
+    m = Manifest.load(write(tmp_path, good(version=2, target_roots=["/srv/storage", "/data"])))
+    assert m.target_roots == ("/srv/storage", "/data") and m.version == 2
+    data = json.loads(m.dumps())
+    assert data["version"] == 2 and data["target_roots"] == ["/srv/storage", "/data"]
+    assert Manifest.from_dict(data) == m
+    assert Manifest.load(write(tmp_path, good(version=2))).target_roots is None  # optional in version 2

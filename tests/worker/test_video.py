@@ -17,6 +17,7 @@ import pytest
 from worker import ffmpeg as ff
 from worker.errors import TargetError
 from worker.ffmpeg import VideoInfo, output_name_for_video
+from worker.targetfile import allowed_folders, open_target
 from worker.video import probe_video, process_video, stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -359,3 +360,22 @@ def _processes_mentioning(text: str) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def test_it_reads_an_opened_target_whatever_its_path_becomes(clips, tmp_path):
+    """ffmpeg, in child processes, reads the target the worker checked and opened
+    (`worker.targetfile`), not whatever the path leads to later; temporary files next to a
+    254-byte output name have short names of their own."""
+    src = tmp_path / "clip.mp4"
+    shutil.copyfile(clips["mp4"], src)
+    dst = tmp_path / ("v" * 250 + ".mp4")
+    with open_target(src, allowed_folders([str(tmp_path)])) as opened:
+        src.unlink()
+        src.symlink_to("/etc/passwd")  # swapped after the check: changes nothing
+        result = process_video(opened.path, dst, lambda f: (f, 0, 0), name=opened.name)
+        assert result.frames == int(_stream(clips["mp4"])["nb_read_frames"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["clip.mp4", dst.name])
+    text = _write(tmp_path / "notes.mp4", b"this is not a video\n" * 100)
+    with open_target(text, None) as opened:
+        with pytest.raises(TargetError, match="^notes.mp4 is not a video this worker can read"):
+            process_video(opened.path, tmp_path / "o.mp4", lambda f: (f, 0, 0), name=opened.name)
