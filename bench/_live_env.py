@@ -1,5 +1,6 @@
-"""Shared set-up of the live-status benches: a real daphne serving the portal on a free port,
-against the bench's SQLite file, plus logged-in session cookies for real WebSocket clients."""
+"""Shared set-up of the live-status benches: the portal's real web server (portal/server.py, the
+one `make up` runs) on a free port, against the bench's SQLite file, plus logged-in session
+cookies for real WebSocket clients."""
 from __future__ import annotations
 
 import os
@@ -18,12 +19,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Daphne:
-    def __init__(self) -> None:
+class WebServer:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        from portal.server import command
+
         self.port = free_port()
-        env = {**os.environ, "ALLOWED_HOSTS": "127.0.0.1,localhost", "LOG_LEVEL": "WARNING"}
-        self.proc = subprocess.Popen([str(ROOT / ".venv/bin/daphne"), "-b", "127.0.0.1", "-p", str(self.port),
-                                      "portal.asgi:application"], cwd=ROOT, env=env,
+        env = {**os.environ, "ALLOWED_HOSTS": "127.0.0.1,localhost", "LOG_LEVEL": "WARNING", **(env or {})}
+        self.proc = subprocess.Popen(command(self.port), cwd=ROOT, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -32,9 +34,9 @@ class Daphne:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    sys.exit("daphne died: " + self.proc.stderr.read().decode()[-2000:])
+                    sys.exit("the web server died: " + self.proc.stderr.read().decode()[-2000:])
                 time.sleep(0.2)
-        sys.exit("daphne did not start in 30 s")
+        sys.exit("the web server did not start in 30 s")
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -54,7 +56,7 @@ class Daphne:
 
 
 def session_cookie(user) -> str:
-    """`sessionid=...` of a fresh login session for `user` (the database the daphne process reads)."""
+    """`sessionid=...` of a fresh login session for `user` (the database the web server reads)."""
     from django.test import Client
 
     c = Client()

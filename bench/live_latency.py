@@ -1,11 +1,11 @@
 """Latency from a task's state change in Slurm to the event in a WebSocket client.
 
 Real parts end to end: held jobs on the local Slurm cluster, the watcher loop (the same
-poll_profile as `manage.py watch_cluster`, every WATCH_INTERVAL seconds), channels_redis, a real
-daphne and real WebSocket clients. Each job's state is changed at a known instant (`scancel` of a
-pending job: CANCELLED in slurmctld when the command returns), at a random phase of the watcher's
-cycle, and the arrival of that task's `CANCELLED` event is timed. Prints p50/p95/max against the
-target p95 <= interval + 0.5 s.
+poll_profile as `manage.py watch_cluster`, every WATCH_INTERVAL seconds), channels_redis, the real
+web server (portal/server.py) and real WebSocket clients. Each job's state is changed at a known
+instant (`scancel` of a pending job: CANCELLED in slurmctld when the command returns), at a random
+phase of the watcher's cycle, and the arrival of that task's `CANCELLED` event is timed. Prints
+p50/p95/max against the target p95 <= interval + 0.5 s.
 
 Usage: .venv/bin/python bench/live_latency.py [--jobs 20]   (the local cluster must be up)
 """
@@ -30,7 +30,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from _live_env import Daphne, session_cookie  # noqa: E402
+from _live_env import WebServer, session_cookie  # noqa: E402
 from cluster import get_runner, slurm  # noqa: E402
 from jobs.models import Job, JobStatus, Task, Template  # noqa: E402
 from jobs.watcher.poll import poll_profile  # noqa: E402
@@ -77,7 +77,7 @@ async def main_async(n: int) -> dict:
 
     jobs = await sync_to_async(make_jobs)()
     cookie = await sync_to_async(session_cookie)(user)
-    daphne = Daphne()
+    server = WebServer()
     stop = threading.Event()
     cycles: list[float] = []
     watcher = threading.Thread(target=watcher_loop, args=(profile, interval, stop, cycles), daemon=True)
@@ -86,8 +86,8 @@ async def main_async(n: int) -> dict:
         watcher.start()
         await asyncio.sleep(interval * 2)  # the watcher has seen every job PENDING
         for job, sid in zip(jobs, ids):
-            headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{daphne.port}"}
-            async with websockets.connect(daphne.url(f"/ws/jobs/{job.id}/"), additional_headers=headers) as ws:
+            headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{server.port}"}
+            async with websockets.connect(server.url(f"/ws/jobs/{job.id}/"), additional_headers=headers) as ws:
                 assert json.loads(await ws.recv())["type"] == "snapshot"
                 await asyncio.sleep(random.uniform(0, interval))  # a random phase of the watcher's cycle
                 waiter = asyncio.create_task(wait_cancelled(ws))
@@ -98,7 +98,7 @@ async def main_async(n: int) -> dict:
     finally:
         stop.set()
         watcher.join(timeout=30)
-        daphne.stop()
+        server.stop()
         await sync_to_async(runner.run)(slurm.scancel_argv(ids), None, 60)
     latencies.sort()
     return {

@@ -1,10 +1,10 @@
 """500 WebSocket clients on one ASGI process: fan-out time of one event, memory per connection.
 
-Starts a real daphne (one process) serving the portal, connects N real WebSocket clients to
-/ws/jobs/<id>/ of one job (logged in, through the origin and auth checks), then publishes events
-the way the watcher does (jobs.live.protocol.Publisher through channels_redis) and records, per client,
-the time from publish to arrival. Prints p50/p95/max fan-out (target p95 < 250 ms) and daphne's
-resident memory per connection.
+Starts the real web server (one process: portal/server.py, as `make up` runs it) serving the portal,
+connects N real WebSocket clients to /ws/jobs/<id>/ of one job (logged in, through the origin and
+auth checks), then publishes events the way the watcher does (jobs.live.protocol.Publisher through
+channels_redis) and records, per client, the time from publish to arrival. Prints p50/p95/max
+fan-out (target p95 < 250 ms) and the server's resident memory per connection.
 
 Usage: .venv/bin/python bench/ws_fanout.py [--clients 500] [--events 10]   (Redis must be up)
 """
@@ -25,7 +25,7 @@ import websockets  # noqa: E402
 from asgiref.sync import sync_to_async  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 
-from _live_env import Daphne, session_cookie  # noqa: E402
+from _live_env import WebServer, session_cookie  # noqa: E402
 from jobs.live.protocol import Publisher  # noqa: E402
 from jobs.models import Job, JobStatus, Template  # noqa: E402
 
@@ -53,17 +53,17 @@ async def main_async(n: int, events: int) -> dict:
     job = await sync_to_async(Job.objects.create)(owner=user, template=template, template_snapshot=template.snapshot().to_json(),
                                                   cluster=template.cluster, status=JobStatus.RUNNING, total=10)
     cookie = await sync_to_async(session_cookie)(user)
-    daphne = Daphne()
+    server = WebServer()
     try:
-        base_rss = daphne.rss_kib()
+        base_rss = server.rss_kib()
         arrivals: dict[str, list[float]] = {}
         ready = asyncio.Event()
         n_ready = [0]
-        url = daphne.url(f"/ws/jobs/{job.id}/")
+        url = server.url(f"/ws/jobs/{job.id}/")
         t0 = time.perf_counter()
         tasks = []
         for i in range(n):
-            tasks.append(asyncio.create_task(client(url, cookie, daphne.port, arrivals, ready, n_ready, n)))
+            tasks.append(asyncio.create_task(client(url, cookie, server.port, arrivals, ready, n_ready, n)))
             if i % 25 == 24:
                 # Connect in waves (each wave gets its snapshot first): the measure is fan-out to
                 # connected clients, not how one listen backlog copes with 500 simultaneous SYNs.
@@ -72,7 +72,7 @@ async def main_async(n: int, events: int) -> dict:
         await asyncio.wait_for(ready.wait(), timeout=180)
         connect_s = time.perf_counter() - t0
         await asyncio.sleep(1.0)
-        rss = daphne.rss_kib()
+        rss = server.rss_kib()
         sent_at = {}
         for k in range(events):
             seq = f"event-{k}"
@@ -88,7 +88,7 @@ async def main_async(n: int, events: int) -> dict:
         await sync_to_async(pub.flush)()
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
     finally:
-        daphne.stop()
+        server.stop()
         await sync_to_async(job.delete)()
     lat = [(t - sent_at[s]) * 1000 for s, ts in arrivals.items() if s in sent_at for t in ts]
     lat.sort()
@@ -102,8 +102,8 @@ async def main_async(n: int, events: int) -> dict:
         "fanout_ms_p95": round(lat[int(0.95 * (len(lat) - 1))], 1),
         "fanout_ms_max": round(lat[-1], 1),
         "target_p95_ms": 250,
-        "daphne_rss_mib_before": round(base_rss / 1024, 1),
-        "daphne_rss_mib_with_clients": round(rss / 1024, 1),
+        "server_rss_mib_before": round(base_rss / 1024, 1),
+        "server_rss_mib_with_clients": round(rss / 1024, 1),
         "memory_per_connection_kib": round((rss - base_rss) / n, 1),
     }
 

@@ -1,4 +1,8 @@
-"""ASGI entry: HTTP through Django, WebSockets through Channels (live status, jobs/live/consumers.py)."""
+"""ASGI entry: HTTP through Django, WebSockets through Channels (live status, jobs/live/consumers.py).
+
+Served by portal/server.py (uvicorn). Every HTTP request passes `RequestLimits` first: a body too
+large for its caller is refused before it is read, a body that stalls is cut off (portal/limits.py).
+"""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -14,7 +18,6 @@ refuse_insecure_start()  # DEBUG off with the dev key, `*` hosts or insecure coo
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.conf import settings  # noqa: E402
 
 from jobs.live.origin import SameOriginValidator  # noqa: E402
 from jobs.live.routing import websocket_urlpatterns  # noqa: E402

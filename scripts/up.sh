@@ -34,7 +34,7 @@ trap stop EXIT
 # setsid: Ctrl-C reaches this script only, whose trap stops the three in order and reports honestly.
 setsid "$PY" manage.py rqworker default --with-scheduler --serializer rq.serializers.JSONSerializer >var/log/rqworker.log 2>&1 & pids+=($!)
 setsid "$PY" manage.py watch_cluster >var/log/watcher.log 2>&1 & pids+=($!)
-setsid .venv/bin/daphne -b 127.0.0.1 -p "${PORT:-8000}" portal.asgi:application >var/log/daphne.log 2>&1 & pids+=($!)
+setsid "$PY" -m portal.server --host 127.0.0.1 --port "${PORT:-8000}" >var/log/web.log 2>&1 & pids+=($!)
 sleep 2
 for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null || { echo "a portal process died at start; see var/log/" >&2; exit 1; }; done
 cat <<MSG
@@ -42,7 +42,7 @@ cat <<MSG
   FaceFusion Portal is up:  http://127.0.0.1:${PORT:-8000}/
   log in as:                demo / $(cat var/demo-password)
   sample target folder:     $FFP_SAMPLE_FACES
-  logs:                     var/log/ (rqworker, watcher, daphne)
+  logs:                     var/log/ (rqworker, watcher, web)
 
   Press Ctrl-C to stop.
 MSG

@@ -1,16 +1,16 @@
 """The job page follows a real job live, in a real browser, without reloading.
 
-Every part is real: daphne serving the portal's ASGI app (HTTP + WebSockets) in its own process,
+Every part is real: the portal's web server (portal/server.py, as `make up` runs it) in its own process,
 Redis as the Channels layer between processes, the local Slurm cluster over SSH, headless Chromium.
 
 How the pieces meet:
-- The test database is a FILE (portal/settings.py gives SQLite tests one), so the daphne process
+- The test database is a FILE (portal/settings.py gives SQLite tests one), so the server process
   started here reads exactly what this test process writes (`transactional_db`: commits are real).
 - The browser logs in with a session made here (`Client.force_login`) and opens the job page while
   the job is still queued, BEFORE anything runs.
 - The submission runs in this process (an RQ SimpleWorker, as in test_end_to_end), then
   `jobs.watcher.poll.poll_profile` runs in a background thread; its events go through channels_redis
-  to daphne's consumers and from there over the WebSocket to the page.
+  to the server's consumers and from there over the WebSocket to the page.
 - The page records every change it makes (an init script with a MutationObserver), and the test
   counts navigations, so "it changed without a reload" is measured, not assumed.
 - The live script is native ES modules (static/js/live/, no inline script): the polling and list
@@ -38,6 +38,7 @@ from django.db import connection
 from django.test import Client
 
 from jobs.models import Job, JobStatus
+from portal.server import command as server_command
 from tests.e2e.conftest import SAMPLES, fill
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,36 +80,36 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 
 
-class Daphne:
-    """`python -m daphne portal.asgi:application` on a free port, against this test's database."""
+class WebServer:
+    """The portal's web server, started with `make up`'s command (portal.server.command), on a free
+    port, against this test's database; `env` adds settings (shorter timeouts, smaller limits)."""
 
-    def __init__(self, log_path: Path, media_root: Path, port: int | None = None):
+    def __init__(self, log_path: Path, media_root: Path, port: int | None = None, env: dict[str, str] | None = None):
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": _test_database_url(),
-               "MEDIA_ROOT": str(media_root), "REDIS_URL": settings.REDIS_URL, "PYTHONUNBUFFERED": "1"}
+               "MEDIA_ROOT": str(media_root), "REDIS_URL": settings.REDIS_URL, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                                      "portal.asgi:application"], cwd=REPO, env=env, stdout=self.log,
+        self.proc = subprocess.Popen(server_command(self.port), cwd=REPO, env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                pytest.fail(f"daphne exited with {self.proc.returncode}:\n{self.tail()}", pytrace=False)
+                pytest.fail(f"the web server exited with {self.proc.returncode}:\n{self.tail()}", pytrace=False)
             try:
                 with urllib.request.urlopen(self.url + "/login/", timeout=2) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.2)
-        pytest.fail(f"daphne did not answer on {self.url} within {timeout}s:\n{self.tail()}", pytrace=False)
+        pytest.fail(f"the web server did not answer on {self.url} within {timeout}s:\n{self.tail()}", pytrace=False)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()  # daphne takes 2-3 s to exit after SIGTERM
+            self.proc.terminate()  # open connections get a few seconds (portal.server.GRACEFUL_SHUTDOWN_S)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -128,7 +129,7 @@ def _free_port() -> int:
 
 
 def _test_database_url() -> str:
-    """The database this test process uses (the test database), as a DATABASE_URL for daphne."""
+    """The database this test process uses (the test database), as a DATABASE_URL for the server."""
     db = connection.settings_dict
     if connection.vendor == "sqlite":
         if connection.is_in_memory_db():
@@ -142,8 +143,8 @@ def _test_database_url() -> str:
 
 
 @pytest.fixture
-def daphne(local, tmp_path):
-    server = Daphne(tmp_path / "daphne.log", Path(settings.MEDIA_ROOT))
+def web_server(local, tmp_path):
+    server = WebServer(tmp_path / "web-server.log", Path(settings.MEDIA_ROOT))
     try:
         server.wait_ready()
         yield server
@@ -296,7 +297,7 @@ class Tab:
                 if resp.status >= 400 and not resp.url.endswith("/favicon.ico") else None)
 
 
-def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, folder, redis_queue, daphne, monkeypatch):
+def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, folder, redis_queue, web_server, monkeypatch):
     sync_playwright = _sync_playwright()
     # Playwright's sync API runs an event loop in this thread: let the ORM calls below run anyway.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -313,8 +314,8 @@ def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, fold
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         watcher = None
         try:
-            context = browser.new_context(base_url=daphne.url, viewport={"width": 1280, "height": 1000})
-            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": daphne.url}])
+            context = browser.new_context(base_url=web_server.url, viewport={"width": 1280, "height": 1000})
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": web_server.url}])
             context.add_init_script(RECORDER)
 
             # 1. The job list is open before the job exists.
@@ -431,10 +432,10 @@ def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, fold
     assert list_rec["topRow"][-1] == "completed 6 / 6" and len(set(list_rec["topRow"][1:])) >= 3, list_rec["topRow"]
 
 
-def test_the_job_page_polls_live_json_when_its_websocket_cannot_connect(local, daphne, monkeypatch):
+def test_the_job_page_polls_live_json_when_its_websocket_cannot_connect(local, web_server, monkeypatch):
     """Three failed connections in a row: the page polls jobs/<id>/live.json, follows the database
     from there, and stops once the snapshot says the job is over. (The socket is refused by the
-    browser's own routing; the rest is real: daphne, the views, the database.) The page is served
+    browser's own routing; the rest is real: the web server, the views, the database.) The page is served
     under STRICT_CSP: the script runs without any inline script."""
     from django.contrib.auth.models import User
 
@@ -457,8 +458,8 @@ def test_the_job_page_polls_live_json_when_its_websocket_cannot_connect(local, d
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CSP_CHROMIUM_ARGS)
         try:
-            context = browser.new_context(base_url=daphne.url)
-            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": daphne.url}])
+            context = browser.new_context(base_url=web_server.url)
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": web_server.url}])
             tab = Tab(context)
             refused = []
 
@@ -500,10 +501,10 @@ def test_the_job_page_polls_live_json_when_its_websocket_cannot_connect(local, d
     assert len(tab.navigations) == 1 and not tab.problems, (tab.navigations, tab.problems)
 
 
-def test_the_job_list_adds_and_follows_a_new_job_under_a_strict_csp(local, daphne, monkeypatch):
+def test_the_job_list_adds_and_follows_a_new_job_under_a_strict_csp(local, web_server, monkeypatch):
     """The job list, served under STRICT_CSP, is live over its WebSocket: a `job` event for a job it
     has never seen brings the new row (through jobs/live.json), later events move its status and
-    progress. The events are the portal's own (`publish_job`, through Redis and daphne)."""
+    progress. The events are the portal's own (`publish_job`, through Redis and the web server)."""
     from django.contrib.auth.models import User
 
     from jobs.models import Template
@@ -519,8 +520,8 @@ def test_the_job_list_adds_and_follows_a_new_job_under_a_strict_csp(local, daphn
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CSP_CHROMIUM_ARGS)
         try:
-            context = browser.new_context(base_url=daphne.url)
-            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": daphne.url}])
+            context = browser.new_context(base_url=web_server.url)
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": web_server.url}])
             tab = Tab(context)
             strict_csp(tab.page)
             tab.page.goto("/")

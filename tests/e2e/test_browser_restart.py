@@ -1,10 +1,11 @@
 """The ASGI server restarts while a browser watches a job: the page reconnects and resyncs.
 
-Real daphne (in its own process, against the file-based test database), real Redis, headless
-Chromium; no cluster work: the job is written to the database directly. The page is open and live;
-daphne is terminated; while it is down the job moves on in the database (no event can reach the
-page: nobody is listening); a NEW daphne starts on the SAME port. The page must then, without a
-reload, show the database's state, and no error.
+The real web server (portal/server.py as `make up` runs it, in its own process, against the
+file-based test database), real Redis, headless Chromium; no cluster work: the job is written to
+the database directly. The page is open and live; the server is terminated; while it is down the
+job moves on in the database (no event can reach the page: nobody is listening); a NEW server
+starts on the SAME port. The page must then, without a reload, show the database's state, and no
+error.
 
 What is asserted is what a reader of the page sees. HOW the page gets back (a reconnected
 WebSocket's snapshot, or live.json polling after three failed connects) and how many connects fail
@@ -23,13 +24,13 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus
-from tests.e2e.test_browser_live import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, RECORDER, Daphne, Tab, _pct,
+from tests.e2e.test_browser_live import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, RECORDER, Tab, WebServer, _pct,
                                          _sync_playwright)
 
-#: how long the page may take to show a state (a loaded 2-CPU machine runs Chromium and daphne):
+#: how long the page may take to show a state (a loaded 2-CPU machine runs Chromium and the server):
 #: a wait ends as soon as the state is there, so a generous one costs nothing when all is well
 PAGE_WAIT_MS = 120_000
-#: daphne's start (Django's imports) on that machine
+#: the server's start (Django's imports) on that machine
 SERVER_START_S = 120
 
 # Runs in the page before its own scripts: a log of every WebSocket the page makes, printed when
@@ -99,7 +100,7 @@ def test_the_job_page_reconnects_and_resyncs_after_the_server_restarts(local, tm
     cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
     media = Path(settings.MEDIA_ROOT)
 
-    first = Daphne(tmp_path / "daphne-1.log", media, port=port_outside_ephemeral_range())
+    first = WebServer(tmp_path / "web-server-1.log", media, port=port_outside_ephemeral_range())
     second = None
     errors: list[tuple[str, str]] = []  # (what, the URL it was about) of every error the page met
     try:
@@ -141,7 +142,7 @@ def test_the_job_page_reconnects_and_resyncs_after_the_server_restarts(local, tm
                 assert page.text_content("#job-status").strip() == "running"
 
                 # 4. A new server on the same port. No reload: the page finds it and shows the new state.
-                second = Daphne(tmp_path / "daphne-2.log", media, port=first.port)
+                second = WebServer(tmp_path / "web-server-2.log", media, port=first.port)
                 second.wait_ready(timeout=SERVER_START_S)
                 page.wait_for_function(COMPLETED_SHOWN)
                 page.wait_for_selector("#live-indicator", state="hidden")  # final: it stopped listening
@@ -170,7 +171,7 @@ def test_the_job_page_reconnects_and_resyncs_after_the_server_restarts(local, tm
             second.stop()
         # For the report when the test fails, here or below.
         print("errors the page met:", errors)
-        for log in sorted(tmp_path.glob("daphne-*.log")):
+        for log in sorted(tmp_path.glob("web-server-*.log")):
             print(f"{log.name} (end):", log.read_text(errors="replace")[-3000:])
 
     # How the page got back, in its own clock (ms).
