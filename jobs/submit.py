@@ -151,6 +151,9 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         targets=tuple(ManifestTarget(path=path, output=out) for path, out, _upload in targets),
         chunks=tuple(tuple(c) for c in chunks), output_dir=folder.out,
         engine=EngineOptions(name=snap.engine, face_selector=snap.face_selector),
+        # The worker checks every target against them again right before opening it (storage
+        # can change between the listing and the run).
+        target_roots=tuple(job.cluster.target_roots),
     )
     runner.put_bytes(manifest.dumps().encode(), folder.manifest)
 

@@ -173,6 +173,10 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise looks there first (
 # Uploads and fetched outputs. Never served as public static files: every file goes through a
 # view that checks ownership (see jobs/web/views).
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
+# Every uploaded file is kept, also one named `..` or `.` that Django's parser would drop silently
+# (jobs.uploads gives it a safe name); small ones in memory, big ones streamed to a temporary file.
+FILE_UPLOAD_HANDLERS = ["jobs.uploads.KeepEveryUpload", "django.core.files.uploadhandler.MemoryFileUploadHandler",
+                        "django.core.files.uploadhandler.TemporaryFileUploadHandler"]
 # Uploads are private whatever the process's umask: files 600, folders 700.
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700

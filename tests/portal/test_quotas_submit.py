@@ -8,6 +8,7 @@ from datetime import datetime, timezone as dt_timezone
 import pytest
 
 from cluster import CommandResult, RemoteEntry
+from cluster.paths import answer_folder_listing
 from jobs import quotas
 from jobs.models import Job, JobStatus, Quota, Template
 from jobs.submit import submit_job
@@ -37,6 +38,8 @@ class FakeRunner:
 
     def run(self, argv, stdin=None, timeout=60, check=False):
         self.commands.append(argv)
+        if argv[0] == "sh":  # the folder listing (cluster.list_folder_argv)
+            return CommandResult(argv=argv, rc=0, stdout=answer_folder_listing(argv, self.entries), stderr="")
         return CommandResult(argv=argv, rc=0, stdout="4242\n" if argv[0] == "sbatch" else "", stderr="")
 
     def realpath(self, path):
