@@ -240,7 +240,8 @@ def strict_csp(page) -> None:
 
 
 def wait_for(page, expression: str, timeout: float) -> None:
-    """`page.wait_for_function` for a page under STRICT_CSP, whose policy forbids the eval that
+    """`page.wait_for_function` for a page under a Content-Security-Policy (the portal's own, or
+    STRICT_CSP), whose policy forbids the eval that
     Playwright's in-page polling uses: asks from here instead (evaluating through the DevTools
     protocol is not the page's own script, so the policy does not apply), every 100 ms."""
     deadline = time.monotonic() + timeout / 1000
@@ -349,12 +350,10 @@ def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, fold
             # 5. Thumbnails arrive while it runs; then it completes. No reload at any point.
             page.wait_for_selector("#target-grid img", timeout=60_000)
             page.screenshot(path=str(ARTIFACTS / "live-job-running.png"), full_page=True)
-            page.wait_for_function("document.getElementById('job-status').textContent.trim() === 'completed'",
-                                   timeout=90_000)
-            page.wait_for_function("document.querySelectorAll('#target-grid img').length === 6", timeout=15_000)
-            page.wait_for_function(
-                "Array.from(document.querySelectorAll('#target-grid img')).every(i => i.complete && i.naturalWidth > 0)",
-                timeout=15_000)
+            wait_for(page, "document.getElementById('job-status').textContent.trim() === 'completed'", 90_000)
+            wait_for(page, "document.querySelectorAll('#target-grid img').length === 6", 15_000)
+            wait_for(page, "Array.from(document.querySelectorAll('#target-grid img'))"
+                           ".every(i => i.complete && i.naturalWidth > 0)", 15_000)
             page.wait_for_selector("#live-indicator", state="hidden", timeout=15_000)  # final: stopped listening
             page.wait_for_timeout(700)  # let the last thumbnail's fade-in end before the picture
             page.screenshot(path=str(ARTIFACTS / "live-job.png"), full_page=True)
@@ -370,9 +369,9 @@ def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, fold
 
             # 6. The list showed the new job on its own and followed it to the end.
             row = f'tr[data-job-id="{job.id}"]'
-            jobs_tab.page.wait_for_function(
-                f"(document.querySelector('{row} .job-status .badge') || {{}}).textContent === 'completed'",
-                timeout=15_000)
+            wait_for(jobs_tab.page,
+                     f"(document.querySelector('{row} .job-status .badge') || {{}}).textContent === 'completed'",
+                     15_000)
             jobs_tab.page.screenshot(path=str(ARTIFACTS / "live-jobs-list.png"))
             list_rec = jobs_tab.page.evaluate("window.__live")
             list_same_document = jobs_tab.page.evaluate("window.__sameDocument")

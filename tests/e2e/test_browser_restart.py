@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from jobs.models import Job, JobStatus
 from tests.e2e.test_browser_live import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, RECORDER, Tab, WebServer, _pct,
-                                         _sync_playwright)
+                                         _sync_playwright, wait_for)
 
 #: how long the page may take to show a state (a loaded 2-CPU machine runs Chromium and the server):
 #: a wait ends as soon as the state is there, so a generous one costs nothing when all is well
@@ -144,7 +144,7 @@ def test_the_job_page_reconnects_and_resyncs_after_the_server_restarts(local, tm
                 # 4. A new server on the same port. No reload: the page finds it and shows the new state.
                 second = WebServer(tmp_path / "web-server-2.log", media, port=first.port)
                 second.wait_ready(timeout=SERVER_START_S)
-                page.wait_for_function(COMPLETED_SHOWN)
+                wait_for(page, COMPLETED_SHOWN, 120_000)
                 page.wait_for_selector("#live-indicator", state="hidden")  # final: it stopped listening
                 page.wait_for_timeout(300)  # the redrawn items' fade-in, for the screenshot only
                 page.screenshot(path=str(ARTIFACTS / "live-after-restart.png"), full_page=True)
