@@ -162,7 +162,7 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         insert_rows(Task, ["job_id", "index", "state", "node", "reason", "gpus"],
                     [(job_id_param(job), n, "PENDING", "", "", 0) for n in range(len(chunks))])
     script = render_script(sbatch_spec(job, len(chunks)))
-    runner.put_bytes(script.encode(), folder.script(1), mode=0o700)
+    runner.put_bytes(script.encode(), folder.script(1))
     return folder.script(1)
 
 
@@ -176,7 +176,7 @@ def stage_retry(runner, job: Job) -> str:
     for start in range(0, len(records), 500):
         runner.run(["rm", "-f", "--", *records[start:start + 500]], timeout=60, check=True)
     script = render_script(sbatch_spec(job, indexes=indexes))
-    runner.put_bytes(script.encode(), folder.script(job.attempt), mode=0o700)
+    runner.put_bytes(script.encode(), folder.script(job.attempt))
     return folder.script(job.attempt)
 
 

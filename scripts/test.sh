@@ -8,7 +8,7 @@ bash scripts/cluster/up.sh
 # shellcheck source=scripts/cluster/env.sh
 . scripts/cluster/env.sh
 # Tests use their own Redis database so a running `make up` (database 0) never picks up their jobs.
-export REDIS_URL="redis://127.0.0.1:${FFP_REDIS_PORT}/15"
+export REDIS_URL="$FFP_REDIS_BASE/15"
 export PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=portal.settings
 mkdir -p artifacts
 set +e

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # `make up`: the whole portal on a local real cluster, in the foreground. Ctrl-C stops what it started.
 # Safe to run twice: every step checks before it acts (packages, venv, cluster daemons, database).
+#
+# As in production: DEBUG off, a generated SECRET_KEY and key for the SSH key's encryption at rest
+# (kept in $PORTAL_VAR/secrets, mode 600), Redis behind a password, and the three portal processes
+# (web server, RQ worker, watcher) running as the service user $FFP_WEB_USER, never as root. The
+# portal's state folder ($PORTAL_VAR, default var/) is that user's alone (700; files 600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system.sh
@@ -11,15 +16,73 @@ bash scripts/cluster/check.sh >/dev/null 2>&1 && cluster_was_up=1
 bash scripts/cluster/up.sh
 # shellcheck source=scripts/cluster/env.sh
 . scripts/cluster/env.sh
-export REDIS_URL="$FFP_REDIS_URL" DJANGO_SETTINGS_MODULE=portal.settings PYTHONUNBUFFERED=1
-PY=.venv/bin/python
-mkdir -p var/log
-"$PY" manage.py migrate --noinput >/dev/null
-# The demo password is generated once and kept (mode 600), so a second `make up` prints the same one.
-if [ ! -s var/demo-password ]; then
-  (umask 077; "$PY" -c "import secrets; print(secrets.token_urlsafe(9))" > var/demo-password)
+PY=$PWD/.venv/bin/python
+PORT=${PORT:-8000}
+PORTAL_VAR=$(realpath -m "${PORTAL_VAR:-$PWD/var}")
+WEB=$FFP_WEB_USER
+
+# --- the service user and its private state folder -------------------------------------------------
+if ! id "$WEB" >/dev/null 2>&1; then
+  useradd --system --user-group --no-create-home --home-dir "$PORTAL_VAR" --shell /usr/sbin/nologin \
+    --comment "FaceFusion Portal web, RQ worker and watcher" "$WEB"
+  echo "portal: created the service user $WEB"
 fi
-"$PY" manage.py seed_local --demo-password "$(cat var/demo-password)"
+install -d -m 700 -o "$WEB" -g "$WEB" "$PORTAL_VAR" "$PORTAL_VAR/log" "$PORTAL_VAR/secrets"
+# A folder left by an earlier run as root (before the portal had a user of its own): hand it over.
+chown -R "$WEB:$WEB" "$PORTAL_VAR"
+chmod -R go-rwx "$PORTAL_VAR"
+
+# --- secrets, generated once ----------------------------------------------------------------------
+secrets=$PORTAL_VAR/secrets/portal.env
+if [ ! -s "$secrets" ]; then
+  (umask 077; "$PY" - >"$secrets" <<'PY'
+import secrets
+from cryptography.fernet import Fernet
+print(f"SECRET_KEY={secrets.token_urlsafe(50)}")
+print(f"FIELD_ENCRYPTION_KEY={Fernet.generate_key().decode()}")
+PY
+  )
+  echo "portal: generated SECRET_KEY and FIELD_ENCRYPTION_KEY ($secrets, mode 600)"
+fi
+# The cluster's SSH key and pinned host key, readable by the service user for seeding the profile.
+install -m 600 -o "$WEB" -g "$WEB" "$FFP_SSH_KEY" "$PORTAL_VAR/secrets/cluster_key"
+install -m 600 -o "$WEB" -g "$WEB" "$FFP_SSH_KNOWN_HOSTS" "$PORTAL_VAR/secrets/cluster_known_hosts"
+chown "$WEB:$WEB" "$secrets"
+chmod 600 "$secrets"
+
+set -a
+# shellcheck source=/dev/null
+. "$secrets"
+DEBUG=false
+ALLOWED_HOSTS=127.0.0.1,localhost
+SITE_URL=http://127.0.0.1:$PORT
+# Plain HTTP on this machine only (127.0.0.1): the production checks accept insecure cookies for
+# such a lab when told so explicitly. Behind HTTPS, drop this line.
+ALLOW_INSECURE_COOKIES=true
+DATABASE_URL=sqlite:///$PORTAL_VAR/portal.sqlite3
+MEDIA_ROOT=$PORTAL_VAR/media
+STATIC_ROOT=$PORTAL_VAR/static
+REDIS_URL=$FFP_REDIS_URL
+DJANGO_SETTINGS_MODULE=portal.settings
+PYTHONUNBUFFERED=1
+HOME=$PORTAL_VAR
+FFP_SSH_KEY=$PORTAL_VAR/secrets/cluster_key
+FFP_SSH_KNOWN_HOSTS=$PORTAL_VAR/secrets/cluster_known_hosts
+PORTAL_VAR=$PORTAL_VAR
+set +a
+
+# "${as_web[@]}" COMMAND...: run as the service user, with the portal's private umask. setpriv and
+# bash exec in place, so the pid is the command's own and no root process stays above it.
+as_web=(setpriv --reuid="$WEB" --regid="$WEB" --init-groups -- bash -c 'umask 077; exec "$@"' as_web)
+
+"${as_web[@]}" "$PY" manage.py migrate --noinput >/dev/null
+"${as_web[@]}" "$PY" manage.py collectstatic --noinput >/dev/null
+# The demo password is generated once and kept (mode 600), so a second `make up` prints the same one.
+if [ ! -s "$PORTAL_VAR/demo-password" ]; then
+  (umask 077; "$PY" -c "import secrets; print(secrets.token_urlsafe(9))" >"$PORTAL_VAR/demo-password")
+  chown "$WEB:$WEB" "$PORTAL_VAR/demo-password"
+fi
+"${as_web[@]}" "$PY" manage.py seed_local --demo-password="$(cat "$PORTAL_VAR/demo-password")"  # `=`: it may start with -
 
 pids=()
 stop() {
@@ -31,21 +94,29 @@ stop() {
 }
 trap 'stop; exit 0' INT TERM
 trap stop EXIT
+# The logs are the service user's too (this root shell opens them for the redirections below).
+for name in rqworker watcher web; do
+  install -m 600 -o "$WEB" -g "$WEB" /dev/null "$PORTAL_VAR/log/$name.log"
+done
 # setsid: Ctrl-C reaches this script only, whose trap stops the three in order and reports honestly.
-setsid "$PY" manage.py rqworker default --with-scheduler --serializer rq.serializers.JSONSerializer >var/log/rqworker.log 2>&1 & pids+=($!)
-setsid "$PY" manage.py watch_cluster >var/log/watcher.log 2>&1 & pids+=($!)
-setsid "$PY" -m portal.server --host 127.0.0.1 --port "${PORT:-8000}" >var/log/web.log 2>&1 & pids+=($!)
+setsid "${as_web[@]}" "$PY" manage.py rqworker default --with-scheduler --serializer rq.serializers.JSONSerializer \
+  >"$PORTAL_VAR/log/rqworker.log" 2>&1 & pids+=($!)
+setsid "${as_web[@]}" "$PY" manage.py watch_cluster >"$PORTAL_VAR/log/watcher.log" 2>&1 & pids+=($!)
+setsid "${as_web[@]}" "$PY" -m portal.server --host 127.0.0.1 --port "$PORT" >"$PORTAL_VAR/log/web.log" 2>&1 & pids+=($!)
 sleep 2
-for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null || { echo "a portal process died at start; see var/log/" >&2; exit 1; }; done
+for pid in "${pids[@]}"; do
+  kill -0 "$pid" 2>/dev/null || { echo "a portal process died at start; see $PORTAL_VAR/log/" >&2; exit 1; }
+done
 cat <<MSG
 
-  FaceFusion Portal is up:  http://127.0.0.1:${PORT:-8000}/
-  log in as:                demo / $(cat var/demo-password)
+  FaceFusion Portal is up:  http://127.0.0.1:$PORT/
+  log in as:                demo / $(cat "$PORTAL_VAR/demo-password")
   sample target folder:     $FFP_SAMPLE_FACES
-  logs:                     var/log/ (rqworker, watcher, web)
+  logs:                     $PORTAL_VAR/log/ (rqworker, watcher, web)
+  runs as:                  $WEB (DEBUG off; secrets in $PORTAL_VAR/secrets, mode 600)
 
   Press Ctrl-C to stop.
 MSG
 wait -n "${pids[@]}" || true
-echo "a portal process exited on its own; see var/log/" >&2
+echo "a portal process exited on its own; see $PORTAL_VAR/log/" >&2
 exit 1

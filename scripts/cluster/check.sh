@@ -82,10 +82,14 @@ else
   report FAIL sacct "skipped: no SSH login"
 fi
 
+redis_auth=$(cat "$FFP_REDIS_PASSWORD_FILE" 2>/dev/null || true)
 if [ "$(redis-cli -h 127.0.0.1 -p "$FFP_REDIS_PORT" ping 2>/dev/null)" = PONG ]; then
-  report OK redis "PONG on 127.0.0.1:$FFP_REDIS_PORT"
+  report FAIL redis "answers without a password on 127.0.0.1:$FFP_REDIS_PORT (run up.sh: it configures the login)"
+elif [ "$(REDISCLI_AUTH=$redis_auth redis-cli --no-auth-warning --user "$FFP_REDIS_USER" -h 127.0.0.1 \
+          -p "$FFP_REDIS_PORT" ping 2>/dev/null)" = PONG ]; then
+  report OK redis "PONG on 127.0.0.1:$FFP_REDIS_PORT as $FFP_REDIS_USER (anonymous access refused)"
 else
-  report FAIL redis "no PONG on 127.0.0.1:$FFP_REDIS_PORT"
+  report FAIL redis "no PONG on 127.0.0.1:$FFP_REDIS_PORT for $FFP_REDIS_USER"
 fi
 
 # The worker runs as the service user from the repo's venv: every directory on the way to the

@@ -25,7 +25,18 @@ FFP_SSH_KEY=${FFP_SSH_KEY:-$FFP_STATE/ssh/id_ed25519}
 FFP_SSH_KNOWN_HOSTS=${FFP_SSH_KNOWN_HOSTS:-$FFP_STATE/ssh/known_hosts}
 
 FFP_REDIS_PORT=${FFP_REDIS_PORT:-6379}
-FFP_REDIS_URL=${FFP_REDIS_URL:-redis://127.0.0.1:$FFP_REDIS_PORT/0}
+# Redis requires a login: the portal's Redis user and its password, generated once by up.sh into a
+# file of mode 600. The URLs carry them (database 0 for `make up`; the tests use their own).
+FFP_REDIS_USER=${FFP_REDIS_USER:-ffportal}
+FFP_REDIS_PASSWORD_FILE=${FFP_REDIS_PASSWORD_FILE:-$FFP_STATE/secrets/redis-password}
+if [ -r "$FFP_REDIS_PASSWORD_FILE" ]; then
+  FFP_REDIS_BASE=${FFP_REDIS_BASE:-redis://$FFP_REDIS_USER:$(<"$FFP_REDIS_PASSWORD_FILE")@127.0.0.1:$FFP_REDIS_PORT}
+else
+  FFP_REDIS_BASE=${FFP_REDIS_BASE:-redis://127.0.0.1:$FFP_REDIS_PORT}  # before up.sh made the password
+fi
+FFP_REDIS_URL=${FFP_REDIS_URL:-$FFP_REDIS_BASE/0}
+# The portal's processes (web, RQ worker, watcher) run as this user, never as root (scripts/up.sh).
+FFP_WEB_USER=${FFP_WEB_USER:-ffpweb}
 
 # Slurm names: the cluster, the account the service user and root charge to, the partitions.
 FFP_SLURM_CLUSTER=${FFP_SLURM_CLUSTER:-ffportal}
@@ -37,6 +48,6 @@ FFP_SAMPLE_FACES=${FFP_SAMPLE_FACES:-$FFP_STORAGE/samples/faces}
 
 export FFP_REPO FFP_PYTHON FFP_STATE FFP_STORAGE FFP_WORK \
   FFP_SSH_HOST FFP_SSH_PORT FFP_SSH_USER FFP_SSH_KEY FFP_SSH_KNOWN_HOSTS \
-  FFP_REDIS_PORT FFP_REDIS_URL \
+  FFP_REDIS_PORT FFP_REDIS_USER FFP_REDIS_PASSWORD_FILE FFP_REDIS_BASE FFP_REDIS_URL FFP_WEB_USER \
   FFP_SLURM_CLUSTER FFP_SLURM_ACCOUNT FFP_GPU_PARTITION FFP_CPU_PARTITION FFP_GPU_GRES \
   FFP_SAMPLE_FACES

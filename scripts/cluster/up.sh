@@ -259,18 +259,35 @@ login=$(ffp_ssh sinfo -h -o %P 2>&1) ||
   die sshd "pinned-key login as $FFP_SSH_USER running sinfo failed: $login" "$FFP_LOG/sshd.log"
 
 # --- Redis -----------------------------------------------------------------------------------------------
-if [ "$(redis-cli -h 127.0.0.1 -p "$FFP_REDIS_PORT" ping 2>/dev/null)" != PONG ]; then
-  install -d -o redis -g redis -m 750 "$FFP_STATE/redis"
-  runuser -u redis -- redis-server --daemonize yes --bind 127.0.0.1 --port "$FFP_REDIS_PORT" \
-    --dir "$FFP_STATE/redis" --pidfile "$FFP_STATE/redis/redis.pid" \
-    --logfile "$FFP_STATE/redis/redis.log" </dev/null >>"$FFP_LOG/redis.out" 2>&1 ||
+# No anonymous access (deploy/redis/redis.conf.in): one user, one password generated once.
+if [ ! -s "$FFP_REDIS_PASSWORD_FILE" ]; then
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$FFP_REDIS_PASSWORD_FILE")
+  say redis "generated the portal's Redis password ($FFP_REDIS_PASSWORD_FILE, mode 600)"
+fi
+chmod 600 "$FFP_REDIS_PASSWORD_FILE"
+redis_password=$(<"$FFP_REDIS_PASSWORD_FILE")
+install -d -o redis -g redis -m 750 "$FFP_STATE/redis"
+redis_conf=$FFP_STATE/redis/redis.conf
+redis_up() { [ "$(REDISCLI_AUTH=$redis_password redis-cli --no-auth-warning --user "$FFP_REDIS_USER" \
+  -h 127.0.0.1 -p "$FFP_REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
+conf_changed=0
+render "$DEPLOY/redis/redis.conf.in" "$redis_conf" 600 redis:redis PORT="$FFP_REDIS_PORT" DIR="$FFP_STATE/redis" \
+  USER="$FFP_REDIS_USER" PASSWORD="$redis_password" && conf_changed=1
+# Running, but not as configured (an older config without a password, or a changed one): restart
+# it; it saves its data on the way down and reloads it.
+if pid_alive "$FFP_STATE/redis/redis.pid" redis-server && { [ "$conf_changed" = 1 ] || ! redis_up; }; then
+  kill "$(<"$FFP_STATE/redis/redis.pid")" 2>/dev/null || true
+  for _ in $(seq 1 100); do pid_alive "$FFP_STATE/redis/redis.pid" redis-server || break; sleep 0.1; done
+  say redis "restarted with its configuration"
+fi
+if ! redis_up; then
+  runuser -u redis -- redis-server "$redis_conf" </dev/null >>"$FFP_LOG/redis.out" 2>&1 ||
     die redis "redis-server did not start" "$FFP_STATE/redis/redis.log"
   touch "$FFP_OWNED/redis"
-  wait_until "$FFP_TIMEOUT" redis "$FFP_STATE/redis/redis.log" \
-    bash -c "[ \"\$(redis-cli -h 127.0.0.1 -p $FFP_REDIS_PORT ping)\" = PONG ]"
-  say redis "started on 127.0.0.1:$FFP_REDIS_PORT"
+  wait_until "$FFP_TIMEOUT" redis "$FFP_STATE/redis/redis.log" redis_up
+  say redis "started on 127.0.0.1:$FFP_REDIS_PORT (password required)"
 else
-  say redis "running on 127.0.0.1:$FFP_REDIS_PORT"
+  say redis "running on 127.0.0.1:$FFP_REDIS_PORT (password required)"
 fi
 
 # --- sample faces on cluster storage ---------------------------------------------------------------------
