@@ -2,12 +2,13 @@
 
 Served by portal/server.py (uvicorn). Every HTTP request passes `RequestLimits` first: a body too
 large for its caller is refused before it is read, a body that stalls is cut off (portal/limits.py).
+portal/server.py also sets the umask 077 (what the portal writes is its service user's alone):
+another ASGI server must be started with that umask too (e.g. systemd's UMask=0077).
 """
 import os
 
 from django.core.asgi import get_asgi_application
 
-os.umask(0o077)  # what the portal writes (uploads, outputs, thumbnails) is its service user's alone
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django_asgi_app = get_asgi_application()
 

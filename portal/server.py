@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
+    os.umask(0o077)  # what the portal writes (uploads, outputs, thumbnails) is its service user's alone
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     # uvicorn's websockets protocol is built on websockets' legacy API (pinned in requirements.txt);
     # the deprecation notice says nothing an operator can act on.
