@@ -56,9 +56,12 @@ set -a
 DEBUG=false
 ALLOWED_HOSTS=127.0.0.1,localhost
 SITE_URL=http://127.0.0.1:$PORT
-# Plain HTTP on this machine only (127.0.0.1): the production checks accept insecure cookies for
-# such a lab when told so explicitly. Behind HTTPS, drop this line.
+# Plain HTTP on this machine only (127.0.0.1): cookies without the Secure flag (a client keeps a
+# Secure cookie for HTTPS only), which the production checks accept for such a lab when told so
+# explicitly. Behind HTTPS, drop these three lines.
 ALLOW_INSECURE_COOKIES=true
+SESSION_COOKIE_SECURE=false
+CSRF_COOKIE_SECURE=false
 DATABASE_URL=sqlite:///$PORTAL_VAR/portal.sqlite3
 MEDIA_ROOT=$PORTAL_VAR/media
 STATIC_ROOT=$PORTAL_VAR/static

@@ -35,8 +35,11 @@ FFP_HOME=$(getent passwd "$FFP_SSH_USER" | cut -d: -f6)
 
 # --- cluster storage and work root ----------------------------------------------------------------
 install -d -m 755 "$FFP_STORAGE" "$FFP_STORAGE/samples" "$FFP_SAMPLE_FACES"
-[ -d "$FFP_WORK" ] || install -d -m 755 "$FFP_WORK"
+# The work root holds every job's inputs (people's faces) and outputs: the service user's alone,
+# so other local users cannot even list the jobs.
+[ -d "$FFP_WORK" ] || install -d -m 700 "$FFP_WORK"
 chown "$FFP_SSH_USER:" "$FFP_WORK"
+chmod 700 "$FFP_WORK"
 
 # --- the worker's interpreter and the repo must be reachable by the service user ---------------
 # Jobs run `$FFP_PYTHON -m worker` as the service user. A clone or a pyenv under /root (mode 700)

@@ -11,14 +11,17 @@ the real cluster, then Ctrl-C. It checks what the hardening promises:
 """
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import pwd
+import re
 import signal
 import stat
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -126,6 +129,17 @@ def test_make_up_runs_the_portal_as_its_own_user_with_private_files(tmp_path):
         assert get(f"{base}/static/css/portal.css")[0] == 200
         secrets = (var / "secrets" / "portal.env").read_text()
         assert "SECRET_KEY=" in secrets and "dev-only-insecure-key" not in secrets
+
+        # The demo user logs in through the login page (a cookie jar, as a browser over plain HTTP).
+        jar = http.cookiejar.CookieJar()
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        page = browser.open(f"{base}/login/", timeout=30).read()
+        csrf = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1).decode()
+        form = urllib.parse.urlencode({"csrfmiddlewaretoken": csrf, "username": "demo",
+                                       "password": (var / "demo-password").read_text().strip()}).encode()
+        landed = browser.open(urllib.request.Request(f"{base}/login/", data=form, headers={"Referer": f"{base}/login/"}),
+                              timeout=30)
+        assert landed.status == 200 and landed.geturl() == f"{base}/", landed.geturl()
 
         # Redis: nobody without the password.
         anonymous = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", os.environ.get("FFP_REDIS_PORT", "6379"),
