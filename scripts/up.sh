@@ -11,8 +11,12 @@ cd "$(dirname "$0")/.."
 bash scripts/install-system.sh
 bash scripts/setup-python.sh
 
+# Whether this run starts the cluster (then Ctrl-C stops it again): up.sh leaves a marker per daemon
+# it starts, down.sh removes them. Markers already there mean someone else's run (make test, another
+# make up) started it: leave it running. (A health check would say "down" on a merely busy cluster.)
+owned_dir=$(. scripts/cluster/env.sh && . scripts/cluster/lib.sh && echo "$FFP_OWNED")
 cluster_was_up=0
-bash scripts/cluster/check.sh >/dev/null 2>&1 && cluster_was_up=1
+[ -n "$(ls -A "$owned_dir" 2>/dev/null)" ] && cluster_was_up=1
 bash scripts/cluster/up.sh
 # shellcheck source=scripts/cluster/env.sh
 . scripts/cluster/env.sh
