@@ -100,7 +100,7 @@ def results_zip_name(job: Job) -> str:
 
 
 class _OnePieceAtATime:
-    """Under ASGI (daphne), Django reads a sync iterator to the end into a list before sending the
+    """Under ASGI, Django reads a sync iterator to the end into a list before sending the
     first byte (`StreamingHttpResponse.__aiter__`): a 2 GB zip or video would sit in memory. This
     pulls one piece at a time from a worker thread instead. Under WSGI nothing changes."""
 

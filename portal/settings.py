@@ -139,7 +139,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, RQ worker, watcher) write: wait for the lock instead of failing.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    # Tests: a FILE, not SQLite's in-memory default, so a second process (the daphne server of the
+    # Tests: a FILE, not SQLite's in-memory default, so a second process (the web server of the
     # browser tests) sees the same test database. One file per test run (the pid), so two runs in
     # the same checkout never destroy each other's database; Django deletes it at the end.
     DATABASES["default"]["TEST"] = {
