@@ -86,7 +86,11 @@ class Job(models.Model):
     objects = JobQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created_at"]
+        ordering = ["-created_at", "-id"]
+        # The job list and the API list page through a user's jobs newest first: without these,
+        # SQLite sorts every job before it can skip to a late page.
+        indexes = [models.Index(fields=["owner", "-created_at", "-id"], name="job_owner_newest"),
+                   models.Index(fields=["-created_at", "-id"], name="job_newest")]
 
     def __str__(self) -> str:
         return self.name or str(self.id)
@@ -193,6 +197,8 @@ class Target(models.Model):
     class Meta:
         ordering = ["index"]
         constraints = [models.UniqueConstraint(fields=["job", "index"], name="unique_target_index")]
+        # A big job's page counts and lists its targets by status ("failed only") a page at a time.
+        indexes = [models.Index(fields=["job", "status", "index"], name="target_job_status")]
 
     @property
     def is_ok(self) -> bool:
@@ -219,3 +225,4 @@ class Task(models.Model):
     class Meta:
         ordering = ["index"]
         constraints = [models.UniqueConstraint(fields=["job", "index"], name="unique_task_index")]
+        indexes = [models.Index(fields=["job", "state", "index"], name="task_job_state")]

@@ -31,7 +31,7 @@ TARGETS_PER_PAGE = 60
 @login_required
 @require_safe
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = Job.objects.visible_to(request.user).select_related("template", "owner").order_by("-created_at")
+    jobs = Job.objects.visible_to(request.user).select_related("template", "owner").order_by("-created_at", "-pk")
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "jobs/job_list.html", {"page": page, "show_owner": request.user.is_staff})
 
