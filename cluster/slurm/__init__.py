@@ -25,6 +25,7 @@ Traps of 22.05's JSON, all seen on the real cluster (samples in tests/cluster/sa
   of `say "hi"` is "say `hi`" (`--name` still finds it). `find_job_by_name` compares accordingly.
   A name with a `'` is never found by `sacct --name`: SbatchSpec and sacct_argv refuse it.
 """
+from .accounting import AccountingAnswer, accounting_when_needed_argv, parse_accounting_when_needed
 from .commands import (
     sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv,
     squeue_argv,
@@ -37,7 +38,7 @@ from .output import (
 
 __all__ = [
     "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv",
-    "scontrol_partitions_argv",
+    "scontrol_partitions_argv", "accounting_when_needed_argv", "AccountingAnswer", "parse_accounting_when_needed",
     "SlurmTask", "SlurmNode", "SlurmPartition", "parse_sbatch_parsable", "parse_squeue", "parse_sacct",
     "parse_sacct_exit_codes", "parse_sinfo", "parse_scontrol_partitions", "gres_gpu_types",
     "find_job_by_name", "expand_array_range",

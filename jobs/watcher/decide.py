@@ -9,6 +9,11 @@ The rules:
 - A task that has left `squeue` is never assumed to have succeeded: `sacct` decides. A job that
   neither knows any more, well after submission and with both answering, is `lost`; when either
   command failed (slurmctld or slurmdbd restarting), nothing is concluded this cycle.
+- `sacct` is asked only about a job with a task that left the queue (`expected_in_queue` says
+  which tasks the cluster compares with its queue), and about every job on a slower beat. On a
+  cycle that did not ask it about a job, nothing about that job's Slurm ends is concluded: no task
+  ends and the job is never lost; only what the rows already say (ends recorded earlier, outputs
+  fetched since) can end the attempt.
 - `sacct` has the final word on a task it reports ended; `squeue` is fresher for one that waits
   or runs (a task `squeue` still shows COMPLETING has ended when `sacct` says so).
 - A task seen FAILED is recorded only once the end of its log has been read: the log tells a
@@ -95,12 +100,15 @@ class JobRow:
 class SlurmAnswer:
     """One job's tasks as squeue and sacct reported them this cycle, by array index.
 
-    `answered`: both commands answered without an error (an empty answer is still an answer).
+    `answered`: every command asked answered without an error (an empty answer is still an answer).
+    `asked_accounting`: sacct was asked about this job this cycle; when False, `accounted` is empty
+    because nobody asked, not because Slurm forgot the job.
     """
 
     queued: dict[int, SlurmTask] = dataclasses.field(default_factory=dict)
     accounted: dict[int, SlurmTask] = dataclasses.field(default_factory=dict)
     answered: bool = True
+    asked_accounting: bool = True
 
 
 # ---- what changes -------------------------------------------------------------------------------
@@ -157,6 +165,13 @@ OK_STATUSES = frozenset({"done", "no_face", "skipped"})
 
 
 # ---- the rules ----------------------------------------------------------------------------------
+
+def expected_in_queue(job: JobRow) -> list[int]:
+    """The indexes of the tasks the portal believes still queued or running: those the cluster
+    compares with its queue to decide whether sacct is needed (`cluster.slurm.accounting`). A task
+    waiting for its log is among them: its FAILED state comes from sacct, read again each cycle."""
+    return sorted(t.index for t in job.tasks if not t.is_terminal)
+
 
 def merged_states(slurm: SlurmAnswer) -> dict[int, SlurmTask]:
     """One Slurm record per index: sacct's for an ended task, squeue's for one waiting or running."""
@@ -219,7 +234,7 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
            now: datetime) -> Decision:
     decision = Decision()
     changes = decision.changes
-    if not slurm.queued and not slurm.accounted:
+    if not slurm.queued and not slurm.accounted and slurm.asked_accounting:
         if slurm.answered and job.submitted_at and now - job.submitted_at > LOST_AFTER:
             changes.append(JobMove("lose", {"finished_at": now}))
         return decision

@@ -2,14 +2,23 @@
 
     poll (this module)  ->  decide (jobs.watcher.decide, pure)  ->  apply (jobs.watcher.apply)
 
-Each cycle runs `squeue --json`, `sacct --json` (+ the exit codes its JSON loses), a `find` over
-the jobs' progress folders and `tail` of the logs the last cycle asked for, all in ONE exec
-(`SSHRunner.run_batch`), whatever happens. State lives in the database only (a task waiting for
-its log says so on its row), so a restarted watcher resumes from the stored Slurm ids.
+Each cycle runs `squeue --json`, the accounting query, a `find` over the jobs' progress folders
+and `tail` of the logs the last cycle asked for, all in ONE exec (`SSHRunner.run_batch`), whatever
+happens. The accounting query (`cluster.slurm.accounting`) runs `sacct` (~0.36 s of slurmdbd,
+the cycle's largest fixed cost) only for the jobs with a task that left the queue, decided on the
+cluster in that same exec from the tasks the rows call queued or running; and for every job once
+per ACCOUNTING_EVERY (the slower beat, which also sees tasks Slurm requeued after their end).
+
+State lives in the database only (a task waiting for its log says so on its row), so a restarted
+watcher resumes from the stored Slurm ids: the question "which tasks left the queue" is asked
+afresh each cycle, and the beat is due at once in a new process.
 """
 from __future__ import annotations
 
 import logging
+import secrets
+import threading
+import time
 from dataclasses import dataclass, field
 
 from django.utils import timezone
@@ -22,12 +31,19 @@ from worker.progress import TaskProgress
 from jobs.live.protocol import Publisher
 from jobs.models import ClusterProfile, Job, JobStatus
 from jobs.watcher.apply import apply, job_row
-from jobs.watcher.decide import SlurmAnswer, decide
+from jobs.watcher.decide import SlurmAnswer, decide, expected_in_queue
 
 log = logging.getLogger(__name__)
 
 #: logs read per cycle at most (a mass failure is read over a few cycles; the command line stays short)
 MAX_LOG_TAILS = 200
+#: seconds between two cycles that ask sacct about every active job, whatever the queue says
+ACCOUNTING_EVERY = 30.0
+
+# When each profile's last every-job accounting answered (time.monotonic()). Losing it costs one
+# early sacct (a new process asks at once), never a missed end: nothing else depends on it.
+_last_full_accounting: dict[int, float] = {}
+_accounting_lock = threading.Lock()
 
 
 @dataclass
@@ -37,6 +53,8 @@ class CycleResult:
     error: str = ""
     #: SSH execs this cycle made (one, whatever happens)
     execs: int = 0
+    #: Slurm jobs sacct was asked about (0: every expected task was still in the queue)
+    accounted: int = 0
 
 
 def poll_profile(profile: ClusterProfile) -> CycleResult:
@@ -46,11 +64,17 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     result = CycleResult(jobs=len(jobs))
     if not jobs:
         return result
-    ids = sorted({j.slurm_job_id for j in jobs})
+    rows = {j.pk: job_row(j) for j in jobs}
+    expected: dict[str, set[int]] = {}
+    for job in jobs:  # two rows never share a Slurm id, but the union is right if they did
+        expected.setdefault(job.slurm_job_id, set()).update(expected_in_queue(rows[job.pk]))
+    ids = sorted(expected)
     folders = {j.pk: profile.job_folder(j.id) for j in jobs}
     logs = [(job, task.index, folders[job.pk].log(job.slurm_job_id, task.index))
             for job in jobs for task in job.tasks.all() if task.log_wait_since is not None][:MAX_LOG_TAILS]
-    commands = [slurm.squeue_argv(job_ids=ids), slurm.sacct_argv(job_ids=ids), slurm.sacct_exit_codes_argv(ids),
+    mark, every_job = secrets.token_hex(8), _full_accounting_due(profile.pk)
+    commands = [slurm.squeue_argv(job_ids=ids),
+                slurm.accounting_when_needed_argv({i: sorted(expected[i]) for i in ids}, mark, every_job),
                 progress_argv([f.progress for f in folders.values()])]
     commands += [log_tail_argv(path) for _job, _index, path in logs]
     try:
@@ -61,11 +85,14 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
         _unreachable(profile, jobs, exc)
         result.error = str(exc)
         return result
-    sq, sa, codes, pr, *tails = answers
+    sq, acct, pr, *tails = answers
     pub = Publisher()
     _reachable(profile, jobs, pub)
 
-    in_queue, in_acct, answered = _slurm_answers(profile, ids, sq, sa, codes)
+    in_queue, in_acct, asked, answered = _slurm_answers(profile, ids, sq, acct, mark)
+    if every_job and set(asked) == set(ids) and answered:
+        _full_accounting_done(profile.pk)
+    result.accounted = len(asked)
     docs = parse_progress_dump(pr.stdout)
     tails_by_job: dict[object, dict[int, str]] = {}
     for (job, index, _path), res in zip(logs, tails):
@@ -73,8 +100,8 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     now = timezone.now()
     for job in jobs:
         answer = SlurmAnswer(queued=in_queue.get(job.slurm_job_id, {}), accounted=in_acct.get(job.slurm_job_id, {}),
-                             answered=answered)
-        decision = decide(job_row(job), answer, _records(job, docs.get(folders[job.pk].progress, [])),
+                             answered=answered, asked_accounting=job.slurm_job_id in asked)
+        decision = decide(rows[job.pk], answer, _records(job, docs.get(folders[job.pk].progress, [])),
                           tails_by_job.get(job.pk, {}), now)
         if apply(job, decision, pub):
             result.changed.append(str(job.id))
@@ -82,26 +109,47 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     return result
 
 
-def _slurm_answers(profile, ids, sq, sa, codes) -> tuple[dict, dict, bool]:
-    """squeue's and sacct's tasks by Slurm job id and index, and whether both answered.
+def _full_accounting_due(profile_pk: int) -> bool:
+    with _accounting_lock:
+        last = _last_full_accounting.get(profile_pk)
+    return last is None or time.monotonic() - last >= ACCOUNTING_EVERY
+
+
+def _full_accounting_done(profile_pk: int) -> None:
+    with _accounting_lock:
+        _last_full_accounting[profile_pk] = time.monotonic()
+
+
+def _slurm_answers(profile, ids, sq, acct, mark) -> tuple[dict, dict, tuple[str, ...], bool]:
+    """squeue's and sacct's tasks by Slurm job id and index, the jobs sacct was asked about, and
+    whether every command asked answered.
 
     squeue --json ignores --jobs in 22.05: the parser filters to our ids. With slurmctld or
     slurmdbd down or restarting, squeue/sacct answer with an error: that side counts as "did not
-    answer" for this cycle (tests/e2e/test_faults.py), so no job is concluded lost on it.
+    answer" for this cycle (tests/e2e/test_faults.py), so no job is concluded lost on it. An
+    accounting query that printed nothing usable asked sacct about nobody.
     """
-    answered = sq.rc == 0 and sa.rc == 0
+    answered = sq.rc == 0
     try:
         in_queue = _by_job(slurm.parse_squeue(sq.stdout, job_ids=ids)) if sq.rc == 0 and sq.stdout.strip() else {}
     except ClusterError as exc:
         log.warning("cluster %s: squeue: %s", profile.slug, exc)
         in_queue, answered = {}, False
     try:
-        in_acct = (_by_job(slurm.parse_sacct(sa.stdout, codes.stdout if codes.rc == 0 else None))
-                   if sa.rc == 0 and sa.stdout.strip() else {})
+        sa = slurm.parse_accounting_when_needed(acct.stdout, mark)
+    except ClusterError as exc:
+        log.warning("cluster %s: accounting: %s (stderr: %s)", profile.slug, exc, acct.stderr[-300:])
+        return in_queue, {}, (), False
+    if not sa.asked:
+        return in_queue, {}, (), answered
+    answered = answered and sa.sacct_rc == 0
+    try:
+        in_acct = (_by_job(slurm.parse_sacct(sa.sacct_json, sa.codes if sa.codes_rc == 0 else None))
+                   if sa.sacct_rc == 0 and sa.sacct_json.strip() else {})
     except ClusterError as exc:
         log.warning("cluster %s: sacct: %s", profile.slug, exc)
         in_acct, answered = {}, False
-    return in_queue, in_acct, answered
+    return in_queue, in_acct, sa.asked, answered
 
 
 def _by_job(tasks) -> dict[str, dict[int, object]]:

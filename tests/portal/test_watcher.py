@@ -4,6 +4,8 @@ The fake replaces only the one seam (`cluster.runner_for`); parsing, state mappi
 job's final state are the real code. End-to-end runs on the real cluster live in tests/e2e.
 """
 import json
+import subprocess
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 from django.utils import timezone
 
 import cluster
-from cluster import ClusterUnreachable, CommandResult
+from cluster import ClusterUnreachable, CommandResult, parse_squeue
+from cluster.slurm.accounting import STILL_QUEUED_STATES
 from jobs.watcher import poll as watcher
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
 
@@ -20,22 +23,51 @@ EMPTY_SQUEUE = (SAMPLES / "squeue_empty.json").read_text()
 
 
 class FakeRunner:
-    """Answers run_batch([squeue, sacct, sacct exit codes, find progress]) with canned texts."""
+    """Answers run_batch([squeue, accounting query, find progress, tail...]) with canned texts.
+
+    The accounting query (`sh -c ...`) runs for real on this machine, with stand-in `squeue` and
+    `sacct` programs: `squeue` lists the tasks the canned `squeue --json` shows queued or running,
+    `sacct` prints the canned texts. `accounted` records the jobs each cycle asked sacct about.
+    """
 
     def __init__(self, sacct="", codes="", progress="", squeue=EMPTY_SQUEUE, log_tail=""):
         self.answers = {"squeue": squeue, "sacct": sacct, "codes": codes, "find": progress}
         self.log_tail = log_tail
         self.batches = []
         self.fetched = []
+        self.accounted = []
 
     def run_batch(self, argvs, timeout=60):
         self.batches.append(argvs)
         out = []
         for argv in argvs:
-            key = "codes" if argv[0] == "sacct" and "--parsable2" in argv else argv[0]
-            text = self.log_tail if key == "tail" else self.answers[key]
+            if argv[0] == "sh":
+                out.append(self._accounting(argv))
+                continue
+            text = self.log_tail if argv[0] == "tail" else self.answers[argv[0]]
             out.append(CommandResult(argv=argv, rc=0, stdout=text, stderr=""))
         return out
+
+    def _accounting(self, argv):
+        with tempfile.TemporaryDirectory() as tmp:
+            bin_dir = Path(tmp)
+            queued = [f"{t.job_id}_{t.task_index}" if t.task_index is not None else t.job_id
+                      for t in parse_squeue(self.answers["squeue"]) if t.state in STILL_QUEUED_STATES]
+            for name, text in (("queued", "\n".join(queued)), ("sacct.json", self.answers["sacct"]),
+                               ("codes.txt", self.answers["codes"])):
+                (bin_dir / name).write_text(text)
+            programs = {"squeue": f'cat "{tmp}/queued"; echo',
+                        "sacct": f'echo "$*" >> "{tmp}/asked"; case "$*" in *--json*) cat "{tmp}/sacct.json" ;; '
+                                 f'*) cat "{tmp}/codes.txt" ;; esac'}
+            for name, body in programs.items():
+                (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+                (bin_dir / name).chmod(0o755)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                                  env={"PATH": f"{tmp}:/usr/bin:/bin"})
+            asked = (bin_dir / "asked").read_text().split() if (bin_dir / "asked").exists() else []
+        jobs = sorted({a.split("=", 1)[1] for a in asked if a.startswith("--jobs=")})
+        self.accounted.append(",".join(jobs))
+        return CommandResult(argv=argv, rc=done.returncode, stdout=done.stdout, stderr=done.stderr)
 
     def run(self, argv, stdin=None, timeout=60, check=False):
         raise AssertionError(f"the watcher makes ONE exec per cycle (run_batch), not run({argv})")
@@ -79,7 +111,9 @@ def settle(profile, cycles: int = 3) -> None:
 
 @pytest.fixture
 def fake(monkeypatch, inline_rq):
-    """Install a FakeRunner as the one SSH seam; RQ tasks (output fetches) run inline."""
+    """Install a FakeRunner as the one SSH seam; RQ tasks (output fetches) run inline. The watcher
+    starts as a new process would: the every-job accounting is due at once."""
+    monkeypatch.setattr(watcher, "_last_full_accounting", {})
 
     def install(runner):
         monkeypatch.setattr(cluster, "runner_for", lambda profile: runner)
@@ -94,9 +128,9 @@ def test_it_polls_every_active_job_in_one_round_trip(fake, owner, template):
         make_job(owner, template, sid, tasks=1)
     watcher.poll_profile(template.cluster)
     assert len(runner.batches) == 1
-    squeue, sacct, codes, find = runner.batches[0]
-    assert squeue[0] == "squeue" and sacct[0] == "sacct" and find[0] == "find"
-    assert "--jobs=101,102,103" in sacct
+    squeue, accounting, find = runner.batches[0]
+    assert squeue[0] == "squeue" and accounting[0] == "sh" and find[0] == "find"
+    assert runner.accounted == ["101,102,103"]
 
 
 def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template):
@@ -109,9 +143,9 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template):
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING and job.tasks.get(index=2).state == "RUNNING"  # its log is read next
-    assert [argv[0] for argv in runner.batches[-1]] == ["squeue", "sacct", "sacct", "find"]
+    assert [argv[0] for argv in runner.batches[-1]] == ["squeue", "sh", "find"]
     watcher.poll_profile(template.cluster)
-    assert [argv[0] for argv in runner.batches[-1]] == ["squeue", "sacct", "sacct", "find", "tail"]
+    assert [argv[0] for argv in runner.batches[-1]] == ["squeue", "sh", "find", "tail"]
     assert runner.batches[-1][-1][-1] == job.folder.log("33", 2)
     job.refresh_from_db()
     assert job.status == JobStatus.PARTIALLY_FAILED
@@ -182,3 +216,46 @@ def test_it_records_an_unreachable_cluster_and_changes_no_job(monkeypatch, owner
     assert profile.unreachable_since is not None and "connection refused" in profile.last_error
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING
+
+
+# ---- sacct only for jobs with a task that left the queue ----------------------------------------
+
+def test_while_every_task_is_queued_the_watcher_follows_the_queue_without_sacct(fake, owner, template):
+    job = make_job(owner, template, "29", tasks=4)
+    runner = fake(FakeRunner(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
+                             sacct=(SAMPLES / "sacct_array_running.json").read_text()))
+    watcher.poll_profile(template.cluster)  # a freshly started watcher asks sacct about every job
+    Task.objects.filter(job=job).update(state="PENDING", reason="")
+    result = watcher.poll_profile(template.cluster)
+    assert runner.accounted == ["29", ""] and result.accounted == 0
+    assert len(runner.batches) == 2  # still one exec per cycle
+    states = dict(job.tasks.values_list("index", "state"))
+    assert states == {0: "RUNNING", 1: "RUNNING", 2: "PENDING", 3: "PENDING"}
+    assert job.tasks.get(index=2).reason == "waiting for a free GPU"
+
+
+def test_a_task_that_left_the_queue_is_read_from_sacct_in_the_same_cycle(fake, owner, template):
+    job = make_job(owner, template, "29", tasks=4, cancel_requested=True)
+    runner = fake(FakeRunner(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
+                             sacct=(SAMPLES / "sacct_array_running.json").read_text()))
+    settle(template.cluster, cycles=2)
+    assert runner.accounted[-1] == ""
+    runner.answers.update(squeue=(SAMPLES / "squeue_finished.json").read_text(),
+                          sacct=(SAMPLES / "sacct_cancelled.json").read_text(),
+                          codes=(SAMPLES / "sacct_cancelled.txt").read_text())
+    watcher.poll_profile(template.cluster)
+    assert runner.accounted[-1] == "29" and len(runner.batches) == 3
+    assert set(job.tasks.values_list("state", flat=True)) == {"CANCELLED"}
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED
+
+
+def test_on_the_slower_beat_sacct_is_asked_about_every_job(fake, owner, template, monkeypatch):
+    make_job(owner, template, "29", tasks=4)
+    runner = fake(FakeRunner(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
+                             sacct=(SAMPLES / "sacct_array_running.json").read_text()))
+    settle(template.cluster, cycles=2)
+    assert runner.accounted == ["29", ""]
+    monkeypatch.setattr(watcher, "ACCOUNTING_EVERY", 0.0)  # the beat is due (a task requeued after its end shows only there)
+    watcher.poll_profile(template.cluster)
+    assert runner.accounted[-1] == "29" and len(runner.batches) == 3

@@ -12,7 +12,7 @@ import pytest
 from cluster import parse_sacct, parse_squeue
 from jobs.watcher.decide import (
     KILL_LINE_WAIT, LOST_AFTER, EndAttempt, FetchOutputs, JobMove, JobRow, SlurmAnswer, TargetChange, TargetRow,
-    TaskChange, TaskRow, decide,
+    TaskChange, TaskRow, decide, expected_in_queue,
 )
 from worker.progress import TaskProgress
 
@@ -187,6 +187,45 @@ def test_slurmctld_answering_with_an_error_changes_nothing():
     # squeue failed (rc != 0): poll passes answered=False and what sacct alone said.
     decision = decide(job(), SlurmAnswer(accounted={}, answered=False), [], {}, NOW)
     assert decision.changes == []
+
+
+# ---- cycles that did not ask sacct about the job ------------------------------------------------
+
+def test_the_cluster_compares_only_tasks_the_portal_believes_queued_or_running():
+    row = dataclasses.replace(job(tasks=0), tasks=(
+        TaskRow(0, state="COMPLETED"), TaskRow(1, state="RUNNING"), TaskRow(2, state="PENDING"),
+        TaskRow(3, state="RUNNING", log_wait_since=NOW), TaskRow(4, state="OUT_OF_MEMORY")))
+    assert expected_in_queue(row) == [1, 2, 3]  # 3 waits for its log: sacct's FAILED is read again
+
+
+def test_a_job_missing_from_the_queue_is_never_lost_on_a_cycle_that_did_not_ask_sacct():
+    row = dataclasses.replace(job(), submitted_at=NOW - LOST_AFTER * 10)
+    assert decide(row, SlurmAnswer(asked_accounting=False), [], {}, NOW).changes == []
+
+
+def test_a_cycle_that_did_not_ask_sacct_records_no_end_from_the_queue_alone():
+    cancelled = squeue("squeue_finished.json", "29")  # squeue's copy of ended tasks: no exit codes
+    row = dataclasses.replace(job(tasks=4), slurm_job_id="29")
+    decision = decide(row, SlurmAnswer(queued=cancelled, asked_accounting=False), [], {}, NOW)
+    assert task_changes(decision) == {} and not decision.of(EndAttempt)
+
+
+def test_squeue_alone_still_moves_waiting_and_running_tasks():
+    row = dataclasses.replace(job(tasks=4, state="PENDING", status="pending"), slurm_job_id="29")
+    answer = SlurmAnswer(queued=squeue("squeue_array_running.json", "29"), asked_accounting=False)
+    decision = decide(row, answer, [], {}, NOW)
+    assert task_changes(decision)[0]["state"] == "RUNNING"
+    assert decision.of(JobMove) == [JobMove("started", {"started_at": NOW})]
+
+
+def test_an_attempt_whose_ends_were_recorded_earlier_ends_when_its_outputs_are_in_without_sacct():
+    # The tasks' ends came from sacct in an earlier cycle; the job has left squeue since, and sacct
+    # is not asked about a job with no task left to compare: the fetched outputs end the attempt.
+    row = job(tasks=1, state="COMPLETED", targets=[TargetRow(0, 0, status="done", has_output=True)])
+    decision = decide(row, SlurmAnswer(asked_accounting=False), [], {}, NOW)
+    assert decision.of(EndAttempt) and not decision.of(JobMove)
+    waiting = job(tasks=1, state="COMPLETED", targets=[TargetRow(0, 0, status="done", fetch_asked_at=NOW)])
+    assert not decide(waiting, SlurmAnswer(asked_accounting=False), [], {}, NOW).of(EndAttempt)
 
 
 # ---- progress records and outputs --------------------------------------------------------------
