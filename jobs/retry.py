@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils.translation import gettext as _
 
 from cluster import is_terminal
@@ -43,6 +44,17 @@ def is_retryable(target: Target) -> bool:
     if target.status in (TargetStatus.WAITING, TargetStatus.RUNNING):
         return True
     return target.status == TargetStatus.FAILED and target.failed_with_task
+
+
+def _retryable() -> Q:
+    """`is_retryable` as a query."""
+    return Q(status__in=(TargetStatus.WAITING, TargetStatus.RUNNING)) | Q(status=TargetStatus.FAILED,
+                                                                          failed_with_task=True)
+
+
+def has_retryable_targets(job: Job) -> bool:
+    """Whether `retryable_targets(job)` holds anything: one EXISTS query (the job page asks on every view)."""
+    return Target.objects.filter(job=job).filter(_retryable()).exists()
 
 
 def retryable_targets(job: Job, task_indexes=None) -> list[Target]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import QuerySet
 from django.urls import reverse
+from django.utils.text import Truncator
 
 from jobs.models import Job, Target, Task, Template
 
@@ -22,9 +23,42 @@ def absolute(path: str, request=None) -> str:
     return request.build_absolute_uri(path) if request is not None else f"{settings.SITE_URL}{path}"
 
 
+#: tasks and outputs a job's detail lists at most; the rest are a `*_next` link away (keyset pages
+#: by index), so a 100,000-image job's detail is as small and quick as a 100-image one's
+DETAIL_ROWS = 100
+#: the most a page of `/tasks` or `/outputs` may ask for
+MAX_PAGE_ROWS = 1000
+
+
 def with_details(jobs: QuerySet) -> QuerySet:
-    """The prefetches `job_detail` reads: two queries for any number of jobs."""
-    return jobs.prefetch_related("tasks", "targets", "attempts")
+    """The prefetch `job_detail` reads besides its two bounded lists."""
+    return jobs.prefetch_related("attempts")
+
+
+def task_page(job: Job, after: int = -1, limit: int = DETAIL_ROWS) -> tuple[list[dict], int | None]:
+    """Tasks with an index above `after`, in order: (at most `limit` shapes, the index to continue
+    after, or None at the end). One indexed range query, however deep the page."""
+    rows = list(job.tasks.filter(index__gt=after).order_by("index")[:limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return [task_shape(t) for t in rows], (rows[-1].index if more else None)
+
+
+def output_page(job: Job, request=None, after: int = -1, limit: int = DETAIL_ROWS) -> tuple[list[dict], int | None]:
+    """Fetched outputs with a target index above `after`, as `task_page`."""
+    rows = list(job.targets.filter(index__gt=after).exclude(output_file="").order_by("index")
+                .only("job", "index", "output_name", "output_file")[:limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return ([{"name": t.output_name, "url": absolute(reverse("api-job-output", args=[job.id, t.index]), request)}
+             for t in rows], (rows[-1].index if more else None))
+
+
+def page_link(name: str, job: Job, after: int | None, request=None) -> str | None:
+    """The URL of the next page of `/tasks` or `/outputs` (name: api-job-tasks / api-job-outputs)."""
+    if after is None:
+        return None
+    return absolute(f"{reverse(name, args=[job.id])}?after={after}", request)
 
 
 def _iso(dt) -> str | None:
@@ -46,16 +80,17 @@ def job_summary(job: Job, request=None) -> dict:
 
 def job_detail(job: Job, request=None) -> dict:
     """The summary plus `tasks` (Slurm array indexes), `outputs` (fetched results, with URLs) and
-    `attempt` / `attempts` (1 / [] until the job is retried: jobs.retry)."""
+    `attempt` / `attempts` (1 / [] until the job is retried: jobs.retry).
+
+    `tasks` and `outputs` hold the first DETAIL_ROWS; `tasks_next` / `outputs_next` link to the
+    rest (null when there is none), so the answer's size does not grow with the job."""
     body = job_summary(job, request)
     # Same key order as DESIGN.md lists them: error last.
     error = body.pop("error")
-    body["tasks"] = [task_shape(t) for t in job.tasks.all()]
-    # Filtered here, not in the query, so that one prefetch of "targets" serves every caller.
-    body["outputs"] = [
-        {"name": t.output_name, "url": absolute(reverse("api-job-output", args=[job.id, t.index]), request)}
-        for t in job.targets.all() if t.output_file
-    ]
+    body["tasks"], after_task = task_page(job)
+    body["outputs"], after_output = output_page(job, request)
+    body["tasks_next"] = page_link("api-job-tasks", job, after_task, request)
+    body["outputs_next"] = page_link("api-job-outputs", job, after_output, request)
     body["attempt"] = job.attempt
     body["attempts"] = [{"attempt": a.number, "slurm_job_id": a.slurm_job_id, "array": a.array, "mem": a.mem,
                          "why": a.why, "auto": a.auto, "at": a.at.isoformat(), "ended": a.ended}
@@ -90,6 +125,10 @@ def template_card(template: Template) -> dict:
     }
 
 
+#: a target's message as the job page shows it (`truncatechars:160` in templates/jobs/job_detail.html)
+MESSAGE_CHARS = 160
+
+
 # ---- what the live pages get besides -----------------------------------------------------------
 
 def live_job(job: Job) -> dict:
@@ -114,7 +153,8 @@ def live_target(target: Target) -> dict:
     job_id = target.job_id
     return {
         "index": target.index, "name": target.name, "status": target.status,
-        "status_label": target.get_status_display(), "message": target.message,
+        # cut as the page shows it (the target's own page has it whole): a snapshot stays small
+        "status_label": target.get_status_display(), "message": Truncator(target.message).chars(MESSAGE_CHARS),
         "faces_found": target.faces_found, "faces_swapped": target.faces_swapped, "seconds": target.seconds,
         "task_index": target.task_index,
         "output_url": reverse("job-output", args=[job_id, target.index]) if target.output_file else None,

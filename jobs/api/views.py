@@ -136,6 +136,36 @@ def job(request, job_id):
     return JsonResponse(serializers.job_detail(found, request))
 
 
+def _rows_page(request, job_id, page_of, link_name) -> JsonResponse:
+    """`{"results": [...], "next": url | null}`: `?after=<index>` (exclusive), `?limit=` (1..1000)."""
+    found = _job_for(request, job_id)
+    if found is None:
+        return _no_job()
+    try:
+        after = _whole_number(request, "after", -1, low=-1, high=MAX_OFFSET)
+        limit = _whole_number(request, "limit", serializers.DETAIL_ROWS, low=1, high=serializers.MAX_PAGE_ROWS)
+    except _BadParameter as exc:
+        return error(exc.message, 400, exc.field)
+    results, last = page_of(found, after, limit)
+    nxt = serializers.page_link(link_name, found, last, request)
+    if nxt is not None and limit != serializers.DETAIL_ROWS:
+        nxt += f"&limit={limit}"
+    return JsonResponse({"results": results, "next": nxt})
+
+
+@api_view("GET")
+def job_tasks(request, job_id):
+    """A job's tasks in index order, a page at a time (the detail lists the first 100)."""
+    return _rows_page(request, job_id, serializers.task_page, "api-job-tasks")
+
+
+@api_view("GET")
+def job_outputs(request, job_id):
+    """A job's fetched outputs in index order, a page at a time (the detail lists the first 100)."""
+    return _rows_page(request, job_id, lambda job, after, limit: serializers.output_page(job, request, after, limit),
+                      "api-job-outputs")
+
+
 @api_view("POST")
 def job_cancel(request, job_id):
     """200 with the job (queued: cancelled at once; on the cluster: cancel requested); 409 when final."""

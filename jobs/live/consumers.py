@@ -12,11 +12,13 @@ in `portal.asgi`, before any of this runs.
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from jobs.live.protocol import job_group, job_snapshot, jobs_snapshot, user_group
+from jobs.live.view import View
 from jobs.models import Job
 
 #: not logged in: the page should send the user to the login page instead of reconnecting
@@ -65,14 +67,17 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
 
 
 class JobConsumer(_LiveConsumer):
-    """`/ws/jobs/<uuid>/`: one job's page. A `snapshot`, then `job`, `task`, `output`, `cluster` events."""
+    """`/ws/jobs/<uuid>/?<view>`: one job's page. A `snapshot` of the rows in view (the query
+    string: jobs/live/view.py), then `job`, `task`, `output`, `cluster` events."""
 
     async def connect(self) -> None:
         user = self.scope["user"]
         if not user.is_authenticated:
             return await self.refuse(CLOSE_UNAUTHENTICATED)
         self.job_id = self.scope["url_route"]["kwargs"]["job_id"]
-        snapshot = await _visible_job_snapshot(user, self.job_id)
+        query = self.scope.get("query_string", b"").decode("latin-1")
+        self.view = View.from_query(parse_qs(query[:1000]))
+        snapshot = await _visible_job_snapshot(user, self.job_id, self.view)
         if snapshot is None:
             return await self.refuse(CLOSE_NOT_FOUND)
         # Join before the snapshot is read: an event published in between is delivered after the
@@ -82,7 +87,7 @@ class JobConsumer(_LiveConsumer):
         await self.send_snapshot()
 
     async def send_snapshot(self) -> None:
-        snapshot = await _visible_job_snapshot(self.scope["user"], self.job_id)
+        snapshot = await _visible_job_snapshot(self.scope["user"], self.job_id, self.view)
         if snapshot is None:  # deleted, or no longer visible, since the connection opened
             await self.disconnect(CLOSE_NOT_FOUND)
             await self.close(code=CLOSE_NOT_FOUND)
@@ -118,10 +123,10 @@ class JobListConsumer(_LiveConsumer):
 
 
 @database_sync_to_async
-def _visible_job_snapshot(user, job_id) -> dict | None:
+def _visible_job_snapshot(user, job_id, view: View) -> dict | None:
     """The job page's snapshot, or None when the job does not exist or the user may not see it."""
     job = Job.objects.visible_to(user).filter(pk=job_id).first()
-    return job_snapshot(job) if job is not None else None
+    return job_snapshot(job, view) if job is not None else None
 
 
 @database_sync_to_async

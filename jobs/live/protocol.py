@@ -6,15 +6,22 @@ event carries whole, current values (never deltas), so a missed event is repaire
 
 Messages, server -> client (JSON):
 
-  {"type": "snapshot", "job": {...live_job...}, "tasks": [live_task...], "targets": [live_target...],
-   "cluster": {...cluster_state...}}                                   on /ws/jobs/<id>/
+  {"type": "snapshot", "job": {...live_job...}, "task_summary": {...}, "tasks": [live_task...],
+   "targets": [live_target...], "view": {"targets": {...}, "tasks": {...}},
+   "cluster": {...cluster_state...}}                                   on /ws/jobs/<id>/?<view>
   {"type": "snapshot", "jobs": [{...live_job...}, ...]}                on /ws/jobs/ (the user's list)
-  {"type": "job", "job": {...live_job...}}
+  {"type": "job", "job": {...live_job...}, "task_summary": {"total", "groups": {...}}}
   {"type": "task", "job_id": "<uuid>", "task": {...live_task...}}
   {"type": "output", "job_id": "<uuid>", "target": {...live_target...}} a target changed (done, failed, ...)
   {"type": "cluster", "cluster": {...cluster_state...}}                reachable again / unreachable since
 
 The job, task and target shapes are the JSON API's (jobs/api/shapes.py) plus what a page shows.
+
+A job's snapshot never holds the whole job: its `tasks` and `targets` are the page "in view" (a
+filter and a page number, from the WebSocket's query string: jobs/live/view.py), `view` says
+which and how many match, `job.progress` and `task_summary` give the counts. So a 100,000-target
+job's snapshot is as small as a 10-target job's. Events stay incremental: a `task` or `output`
+event for a row not in view only moves the counts (or asks for a resync, when it belongs there).
 
 Groups: `job.<uuid>` (everyone watching that job) and `user.<owner id>` (that owner's job list;
 `job` events only). Staff watching others' jobs join `job.<uuid>` like the owner.
@@ -30,6 +37,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.translation import gettext as _
 
 from jobs.api.shapes import live_job, live_target, live_task
+from jobs.live.view import View, target_slice, task_slice, task_summary
 from jobs.models import ClusterProfile, Job, Target, Task
 
 log = logging.getLogger(__name__)
@@ -52,11 +60,17 @@ def cluster_state(profile: ClusterProfile) -> dict:
     }
 
 
-def job_snapshot(job: Job) -> dict:
-    """Everything the job page shows, from the database (two queries for tasks and targets)."""
+def job_snapshot(job: Job, view: View | None = None) -> dict:
+    """What the job page shows for `view`, from the database: the job, the task counts and the
+    rows in view (four small queries whatever the job's size)."""
+    view = view or View()
     job = Job.objects.select_related("cluster", "owner").get(pk=job.pk)
-    return {"type": "snapshot", "job": live_job(job), "tasks": [live_task(t) for t in job.tasks.all()],
-            "targets": [live_target(t) for t in job.targets.all()], "cluster": cluster_state(job.cluster)}
+    summary = task_summary(job)
+    tasks, targets = task_slice(job, view, summary), target_slice(job, view)
+    return {"type": "snapshot", "job": live_job(job), "task_summary": summary,
+            "tasks": [live_task(t) for t in tasks.items], "targets": [live_target(t) for t in targets.items],
+            "view": {"targets": targets.describe(view.show), "tasks": tasks.describe(view.tasks)},
+            "cluster": cluster_state(job.cluster)}
 
 
 def jobs_snapshot(user, limit: int = 100) -> dict:
@@ -75,7 +89,9 @@ class Publisher:
         self.messages: list[tuple[str, dict]] = []
 
     def job(self, job: Job) -> None:
-        msg = {"type": "job", "job": live_job(job)}
+        # The task counts ride along: a page shows "1,000 tasks: 998 done, 2 running" whatever
+        # rows it has in view (one aggregate per changed job and cycle).
+        msg = {"type": "job", "job": live_job(job), "task_summary": task_summary(job)}
         self.messages.append((job_group(job.id), msg))
         self.messages.append((user_group(job.owner_id), msg))
 

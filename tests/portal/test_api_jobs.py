@@ -132,22 +132,47 @@ def test_it_lists_with_a_flat_number_of_queries(owner, template, django_assert_m
     assert len(one) <= 4
 
 
-def test_it_details_many_jobs_in_four_queries(owner, template, django_assert_max_num_queries):
-    for _ in range(20):
-        make_job(owner, template, targets=3, tasks=2)
-    with django_assert_max_num_queries(4):  # jobs, then their tasks, targets and attempts
-        bodies = [job_detail(job) for job in with_details(Job.objects.all())]
-    assert len(bodies) == 20 and all(len(b["tasks"]) == 2 for b in bodies)
+def test_a_big_jobs_detail_lists_the_first_hundred_and_links_to_the_rest(api, owner, template):
+    job = make_job(owner, template, status=JobStatus.RUNNING, targets=250, tasks=125)
+    Target.objects.filter(job=job, index__gte=10).update(output_file="/x.jpg")  # 240 fetched
+    body = api.get(f"/api/v1/jobs/{job.id}").json()
+    assert [t["index"] for t in body["tasks"]] == list(range(100))
+    assert [o["name"] for o in body["outputs"]] == [f"{i:03d}.jpg" for i in range(10, 110)]
+
+    names, url, pages = [o["name"] for o in body["outputs"]], body["outputs_next"], 0
+    while url:
+        page = api.get(url + "&limit=70").json()
+        names += [o["name"] for o in page["results"]]
+        url, pages = page["next"], pages + 1
+    assert names == [f"{i:03d}.jpg" for i in range(10, 250)] and pages == 2  # 70 + 70 after the first 100
+
+    tasks = api.get(body["tasks_next"]).json()
+    assert [t["index"] for t in tasks["results"]] == list(range(100, 125)) and tasks["next"] is None
+    assert api.get(f"/api/v1/jobs/{job.id}/outputs?after=x").status_code == 400
+    assert api.get(f"/api/v1/jobs/{job.id}/tasks?limit=5000").status_code == 400
+
+
+def test_a_small_jobs_detail_says_there_is_nothing_more(api, owner, template):
+    job = make_job(owner, template, targets=3, tasks=2)
+    body = api.get(f"/api/v1/jobs/{job.id}").json()
+    assert body["tasks_next"] is None and body["outputs_next"] is None
+
+
+def test_the_pages_of_a_job_are_only_for_its_owner(owner, stranger, template):
+    job = make_job(owner, template, targets=3, tasks=2)
+    for part in ("tasks", "outputs"):
+        assert token_client(stranger)[0].get(f"/api/v1/jobs/{job.id}/{part}").status_code == 404
+        assert Client().get(f"/api/v1/jobs/{job.id}/{part}").status_code == 401
 
 
 def test_it_details_a_job_in_a_flat_number_of_queries(api, owner, template, django_assert_max_num_queries):
     small = make_job(owner, template, targets=1, tasks=1)
-    big = make_job(owner, template, targets=40, tasks=20)
+    big = make_job(owner, template, targets=400, tasks=200)
     Target.objects.filter(job=big).update(output_file="/x.jpg")
     with CaptureQueriesContext(connection) as one:
         api.get(f"/api/v1/jobs/{small.id}")
     with django_assert_max_num_queries(len(one)):
-        assert len(api.get(f"/api/v1/jobs/{big.id}").json()["outputs"]) == 40
+        assert len(api.get(f"/api/v1/jobs/{big.id}").json()["outputs"]) == 100
 
 
 def test_it_serves_an_output_to_a_token_client_and_to_nobody_else(owner, stranger, template, settings):

@@ -28,7 +28,7 @@ from portal.asgi import application
 from .api_helpers import make_job
 
 ALLOWED_ORIGIN = "http://127.0.0.1:8000"
-SNAPSHOT_KEYS = {"type", "job", "tasks", "targets", "cluster"}
+SNAPSHOT_KEYS = {"type", "job", "task_summary", "tasks", "targets", "view", "cluster"}
 #: how long a socket may take to answer (channels' test default, 1 s, is a tight bound on a loaded
 #: machine); a wait ends as soon as the answer is there, so a generous one costs nothing
 ANSWER_S = 30

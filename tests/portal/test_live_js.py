@@ -15,6 +15,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from jobs.live.view import TASK_GROUP_OF_CLASS
 from jobs.models import JobStatus, Task
 from jobs.models.job import FINAL_STATUSES
 from jobs.web.templatetags.portal import (FAILED_JOB_STATUSES, TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES,
@@ -84,7 +85,7 @@ def test_the_job_page_hands_the_script_the_task_badge_colours(pages):
     blocks = [s for s in _scripts(pages["job"]).scripts if s["attrs"].get("id") == "task-state-classes"]
     assert len(blocks) == 1 and blocks[0]["attrs"].get("type") == "application/json"
     data = json.loads(blocks[0]["text"])
-    assert data == {"states": TASK_STATE_CLASSES, "other": TASK_STATE_CLASS_OTHER}
+    assert data == {"states": TASK_STATE_CLASSES, "other": TASK_STATE_CLASS_OTHER, "groups": TASK_GROUP_OF_CLASS}
     # the server's own rows use the same colours
     assert 'class="badge task-running">RUNNING<' in pages["job"]
     assert 'class="badge task-bad">OUT_OF_MEMORY<' in pages["job"]

@@ -15,6 +15,7 @@ from django import template
 from worker.manifest import VIDEO_EXTENSIONS
 
 from jobs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from jobs.live.view import TARGET_FILTERS, TASK_GROUP_LABELS, TASK_GROUP_OF_CLASS, TASK_GROUP_ORDER
 from jobs.models.job import FINAL_STATUSES, JobStatus, TargetStatus
 from jobs.web.templatetags.portal import FAILED_JOB_STATUSES, TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES
 
@@ -25,6 +26,12 @@ register = template.Library()
 def live_status_labels() -> dict:
     return {"job": [(str(v), str(label)) for v, label in JobStatus.choices],
             "target": [(str(v), str(label)) for v, label in TargetStatus.choices]}
+
+
+@register.simple_tag
+def live_task_group_labels() -> list:
+    """The task groups of the summary and the filters (jobs/live/view.py), in order, with their labels."""
+    return [(g, str(TASK_GROUP_LABELS[g])) for g in TASK_GROUP_ORDER]
 
 
 @register.simple_tag
@@ -47,8 +54,17 @@ def live_video_extensions() -> str:
 @register.simple_tag
 def live_task_state_classes() -> dict:
     """The `task_state_class` filter as data, for `|json_script`: `states` maps a Slurm state to its
-    badge colour, `other` is the colour of every state not listed."""
-    return {"states": dict(TASK_STATE_CLASSES), "other": TASK_STATE_CLASS_OTHER}
+    badge colour, `other` is the colour of every state not listed, `groups` maps a colour to the
+    task filter (jobs/live/view.py) that shows it."""
+    return {"states": dict(TASK_STATE_CLASSES), "other": TASK_STATE_CLASS_OTHER, "groups": dict(TASK_GROUP_OF_CLASS)}
+
+
+@register.simple_tag
+def live_target_filter_statuses(show: str) -> str:
+    """The target statuses a target filter shows, space-separated ("" for all): the script draws a
+    target an event brings only when it belongs to the filter in view."""
+    statuses = TARGET_FILTERS.get(show, (None, None))[1]
+    return " ".join(str(s) for s in statuses) if statuses else ""
 
 
 @register.simple_tag

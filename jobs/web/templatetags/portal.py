@@ -5,21 +5,11 @@ from django import template
 
 from worker.manifest import VIDEO_EXTENSIONS
 
+from jobs.live.view import TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES
 from jobs.models.job import JobStatus
 
 register = template.Library()
 
-#: A task's badge colour (the CSS class `task-<colour>`) for each Slurm state that is not a failure.
-#: The one definition: the server's page uses it through `task_state_class`, the live script gets
-#: it from the page (`{% live_task_state_classes %}`), so both always colour a state alike.
-TASK_STATE_CLASSES = {
-    "COMPLETED": "ok",
-    "RUNNING": "running", "COMPLETING": "running", "CONFIGURING": "running",
-    "PENDING": "waiting", "REQUEUED": "waiting", "SUSPENDED": "waiting", "RESIZING": "waiting",
-    "CANCELLED": "muted", "PREEMPTED": "muted",
-}
-#: every other state (FAILED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, ...) went wrong
-TASK_STATE_CLASS_OTHER = "bad"
 
 #: the job statuses whose `error` is bad news (a red notice); any other status's is information
 FAILED_JOB_STATUSES = (JobStatus.PARTIALLY_FAILED, JobStatus.FAILED, JobStatus.LOST)
@@ -34,6 +24,15 @@ def duration(seconds) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+@register.filter
+def thousands(value) -> str:
+    """1000 -> "1,000" (how the pages write counts, in both languages); anything else as it is."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return value
 
 
 @register.filter

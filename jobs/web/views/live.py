@@ -14,6 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from jobs.live.protocol import job_snapshot, jobs_snapshot
+from jobs.live.view import View
 from jobs.web.views import get_job_for_user
 
 
@@ -21,8 +22,9 @@ from jobs.web.views import get_job_for_user
 @require_safe
 @never_cache
 def job_live(request: HttpRequest, job_id: UUID) -> JsonResponse:
-    """`{"type": "snapshot", "job", "tasks", "targets", "cluster"}` of one job."""
-    return JsonResponse(job_snapshot(get_job_for_user(request.user, job_id)))
+    """`{"type": "snapshot", "job", "task_summary", "tasks", "targets", "view", "cluster"}` of one
+    job: the rows in the view its query string names (jobs/live/view.py), as the WebSocket sends."""
+    return JsonResponse(job_snapshot(get_job_for_user(request.user, job_id), View.from_query(request.GET)))
 
 
 @login_required

@@ -14,9 +14,12 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from worker.manifest import VIDEO_EXTENSIONS
 
 from jobs.lifecycle import request_cancel
-from jobs.retry import RETRYABLE_JOB_STATUSES, retry_failed, retry_refusal, retryable_targets
+from jobs.retry import RETRYABLE_JOB_STATUSES, has_retryable_targets, retry_failed, retry_refusal
 from jobs.web.forms import NewJobForm
+from jobs.live.view import (TARGET_FILTERS, TASK_GROUP_LABELS, TASK_GROUP_ORDER, View, filter_links, page_links,
+                            target_counts, target_slice, task_slice, task_summary)
 from jobs.models import Job
+from jobs.models.job import OK_TARGET_STATUSES
 from jobs.quotas import quota_status
 from jobs.results import input_path, output_path
 from jobs.errors import StartError
@@ -25,7 +28,6 @@ from jobs.web.views import get_job_for_user
 from jobs.web.views import get_target_for_user
 
 JOBS_PER_PAGE = 50
-TARGETS_PER_PAGE = 60
 
 
 @login_required
@@ -65,13 +67,29 @@ def job_new(request: HttpRequest) -> HttpResponse:
 @require_safe
 def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
     job = get_job_for_user(request.user, job_id)
-    targets = Paginator(job.targets.all(), TARGETS_PER_PAGE).get_page(request.GET.get("page"))
+    # Only the rows in view, whatever the job's size (jobs/live/view.py); the live script asks the
+    # WebSocket for the same view, so the page and its snapshots agree.
+    view = View.from_query(request.GET)
+    summary = task_summary(job)
+    tasks, targets = task_slice(job, view, summary), target_slice(job, view)
+    counts = target_counts(job)
+    task_choices = [("all", _("All"), summary["total"])] + [
+        (g, TASK_GROUP_LABELS[g], summary["groups"][g]) for g in TASK_GROUP_ORDER]
     context = {
         "job": job,
-        "tasks": job.tasks.all(),
+        "view": view,
+        "view_query": view.query(),
+        "task_summary": summary,
+        "task_groups": [(g, TASK_GROUP_LABELS[g], summary["groups"][g]) for g in TASK_GROUP_ORDER if summary["groups"][g]],
+        "tasks": tasks,
+        "tasks_nav": page_links(view, tasks, "tasks_page"),
+        "task_filters": filter_links(view, task_choices, "tasks", "tasks_page", view.tasks),
         "targets": targets,
+        "targets_nav": page_links(view, targets, "page"),
+        "target_filters": filter_links(view, [(name, label, counts[name]) for name, (label, _s) in TARGET_FILTERS.items()],
+                                       "show", "page", view.show),
         "progress": progress_of(job),
-        "has_outputs": job.targets.exclude(output_file="").exists(),
+        "has_outputs": job.targets.filter(status__in=OK_TARGET_STATUSES).exclude(output_file="").exists(),
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,
         "template_name": job.snapshot.name,  # what it ran with, not the edited template
         "can_retry": can_retry(job),
@@ -119,8 +137,9 @@ def target_detail(request: HttpRequest, job_id: UUID, index: int) -> HttpRespons
 
 
 def can_retry(job: Job) -> bool:
-    """Whether the Retry button is offered: an ended job with an image that failed because its task died."""
-    return job.status in RETRYABLE_JOB_STATUSES and bool(retryable_targets(job))
+    """Whether the Retry button is offered: an ended job with an image that failed because its task
+    died (one EXISTS query, however many targets the job has)."""
+    return job.status in RETRYABLE_JOB_STATUSES and has_retryable_targets(job)
 
 
 def progress_of(job: Job) -> dict:

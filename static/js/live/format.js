@@ -7,6 +7,11 @@ export function num(value) {
   return isFinite(n) ? n : 0;
 }
 
+/** 1000 -> "1,000", as the server's `thousands` filter writes counts (jobs/web/templatetags/portal.py). */
+export function thousands(n) {
+  return String(Math.round(num(n))).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
 /** Whole percent of `total`; 0 when there is no total yet. */
 export function pct(part, total) {
   return total ? Math.round((100 * part) / total) : 0;

@@ -16,15 +16,16 @@ export class JobPage {
   constructor(root, data) {
     this.root = root;
     this.data = data;
-    this.jobId = data.wsPath.split("/").filter(Boolean).pop();
+    this.jobId = data.wsPath.split("?")[0].split("/").filter(Boolean).pop();
     this.status = root.getAttribute("data-status");
     this.hasFolder = root.getAttribute("data-has-folder") === "true";
     this.jobUrl = null; // known from the first message
     this.resyncTimer = null;
-    this.tasks = new TaskTable(data.taskStateClass);
-    this.targets = new TargetGrid(root, {
-      isVideo: data.isVideo, askResync: () => this.askResync(), jobUrl: () => this.jobUrl,
-    });
+    const askResync = () => this.askResync();
+    this.tasks = new TaskTable({ taskStateClass: data.taskStateClass, taskGroup: data.taskGroup,
+                                 view: data.tasksView, askResync: askResync });
+    this.targets = new TargetGrid({ view: data.targetsView, isVideo: data.isVideo, askResync: askResync,
+                                    jobUrl: () => this.jobUrl });
   }
 
   start() {
@@ -41,19 +42,23 @@ export class JobPage {
       case "snapshot":
         if (!msg.job || msg.job.id !== this.jobId) return;
         this.renderJob(msg.job);
+        this.tasks.renderSummary(msg.task_summary);
         this.tasks.renderAll(msg.tasks || []);
-        this.targets.renderAll(msg.targets || []);
+        this.targets.renderAll(msg.targets || [], (msg.view || {}).targets);
         this.renderCluster(msg.cluster);
         if (this.data.isFinal(msg.job.status)) this.conn.stop(); // the database says it is over: nothing more will come
         break;
-      case "job":
+      case "job": {
         if (!msg.job || msg.job.id !== this.jobId) return;
+        const listWasKnown = this.targets.total > 0;
         this.renderJob(msg.job);
-        // Finished, or the photo list now exists but is not drawn: fetch the whole picture.
-        if (this.data.isFinal(msg.job.status) || (msg.job.progress && msg.job.progress.total && this.targets.isEmpty())) {
+        this.tasks.renderSummary(msg.task_summary);
+        // Finished, or the job's list of photos now exists but this page has none of it: fetch the view.
+        if (this.data.isFinal(msg.job.status) || (!listWasKnown && this.targets.total > 0 && this.targets.isEmpty())) {
           this.askResync();
         }
         break;
+      }
       case "task":
         if (msg.task) this.tasks.render(msg.task);
         break;
@@ -79,6 +84,7 @@ export class JobPage {
     const badge = document.getElementById("job-status");
     if (badge) setBadge(badge, job);
     this.renderProgress(job.progress || {}, active);
+    this.targets.renderCounts(job.progress || {});
 
     const err = document.getElementById("job-error");
     if (err) {

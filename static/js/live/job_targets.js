@@ -1,24 +1,28 @@
-// A job page's photos and videos (#target-grid). The server paginates targets by position, so the
-// grid shows the slice of the snapshot's list that belongs to this page, in order.
+// A job page's photos and videos (#target-grid): the page of targets in view (a filter and a page
+// number, jobs/live/view.py), exactly as the snapshot lists them, and the filters' counts. A job
+// may hold 100,000 targets; the grid never holds more than one page of them.
 
 import { el } from "./dom.js";
 import { num, truncate } from "./format.js";
+import { setCounts } from "./job_tasks.js";
 import { faces, targetLabel, word } from "./strings.js";
 
 const MESSAGE_CHARS = 160; // as the server cuts a target's message (truncatechars:160)
 
 export class TargetGrid {
   /**
-   * `root`: #job-live (its data-targets-page and data-targets-per-page); `isVideo(name)` from the
-   * server's list of video extensions; `askResync()`: fetch the whole picture soon; `jobUrl()`:
-   * the job's page once known (its results zip is <url>/results.zip, jobs/web/urls.py).
+   * `view`: the filter and page in view ({show, page, perPage, statuses}: server_data.js);
+   * `isVideo(name)` from the server's list of video extensions; `askResync()`: fetch the view
+   * anew soon; `jobUrl()`: the job's page once known (its results zip is <url>/results.zip).
    */
-  constructor(root, { isVideo, askResync, jobUrl }) {
-    this.page = Math.max(1, parseInt(root.getAttribute("data-targets-page"), 10) || 1);
-    this.perPage = Math.max(1, parseInt(root.getAttribute("data-targets-per-page"), 10) || 60);
+  constructor({ view, isVideo, askResync, jobUrl }) {
+    this.view = view;
+    this.page = view.page;
+    this.perPage = view.perPage;
     this.isVideo = isVideo;
     this.askResync = askResync;
     this.jobUrl = jobUrl;
+    this.total = 0; // targets in the job (its progress), known from the first message
     this.rendered = {}; // target index -> the JSON last drawn (skip redrawing what did not change)
   }
 
@@ -87,12 +91,11 @@ export class TargetGrid {
     actions.insertBefore(a, document.getElementById("job-cancel"));
   }
 
-  /** The snapshot's whole list: this page's slice of it, exactly. */
-  renderAll(targets) {
+  /** A snapshot's page of targets, exactly, in its order; `view`: the snapshot's view.targets. */
+  renderAll(targets, view) {
     const grid = this.grid();
     if (!grid) return;
-    const start = (this.page - 1) * this.perPage;
-    const wanted = targets.slice(start, start + this.perPage).map((t) => this.draw(t));
+    const wanted = targets.map((t) => this.draw(t));
     for (const li of Array.from(grid.children)) {
       if (!wanted.includes(li)) {
         grid.removeChild(li);
@@ -104,24 +107,51 @@ export class TargetGrid {
     });
     if (targets.some((t) => t.output_url)) this.offerZip();
     grid.hidden = grid.children.length === 0;
-    const empty = document.getElementById("targets-empty");
-    if (empty) empty.hidden = grid.children.length > 0 || this.page > 1;
+    const matching = view ? num(view.matching) : targets.length;
+    const noneHere = document.getElementById("targets-none-here");
+    if (noneHere) noneHere.hidden = grid.children.length > 0 || !this.total;
     // A page drawn before the list existed has no page links: offer the next page.
     const more = document.getElementById("targets-more");
-    const serverNav = document.querySelector("#targets nav.pagination:not(#targets-more)");
-    if (more) more.hidden = !!serverNav || this.page !== 1 || targets.length <= this.perPage;
+    if (more) {
+      more.hidden = !!document.getElementById("targets-pages") || this.page !== 1 || matching <= this.perPage;
+      const params = new URLSearchParams(location.search);
+      params.set("page", "2");
+      more.querySelector("a").setAttribute("href", "?" + params.toString() + "#targets");
+    }
   }
 
-  /** One target changed (an `output` event). */
+  /** The filters' counts and the "appears once sent" line, from the job's progress. */
+  renderCounts(progress) {
+    const total = num(progress.total), done = num(progress.done), failed = num(progress.failed);
+    this.total = total;
+    const filters = document.getElementById("target-filters");
+    if (filters) {
+      filters.hidden = !total;
+      setCounts(filters, { all: total, done: done, failed: failed, todo: Math.max(total - done - failed, 0) });
+    }
+    const empty = document.getElementById("targets-empty");
+    if (empty) empty.hidden = total > 0;
+  }
+
+  /** Whether a target in this status belongs to the filter in view. */
+  inFilter(t) {
+    return !this.view.statuses.length || this.view.statuses.includes(t.status);
+  }
+
+  /**
+   * One target changed (an `output` event). One in view is redrawn (and stays, even when it left
+   * the filter). One not in view that belongs there (its filter, within this page's range) makes
+   * the page ask for its view again; any other only moved the counts, which the job event brings.
+   */
   render(t) {
     const grid = this.grid();
     if (!grid) return;
     if (grid.querySelector('li[data-target-index="' + t.index + '"]')) { this.draw(t); return; }
-    // Not drawn: either on another page, or the page does not know the list yet.
+    if (!this.inFilter(t)) return;
     const indexes = Array.prototype.map.call(grid.children, (li) => num(li.getAttribute("data-target-index")));
-    const lo = Math.min(...indexes), hi = Math.max(...indexes);
-    if (!indexes.length || (t.index > lo && t.index < hi) || (t.index === hi + 1 && indexes.length < this.perPage)) {
-      this.askResync();
-    }
+    const full = indexes.length >= this.perPage;
+    const afterFirst = this.page === 1 || (indexes.length && t.index > Math.min(...indexes));
+    const beforeLast = !full || t.index < Math.max(...indexes);
+    if (afterFirst && beforeLast) this.askResync();
   }
 }

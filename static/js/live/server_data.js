@@ -26,6 +26,12 @@ export function serverData(root) {
   // the `task_state_class` filter as data: {"states": {STATE: colour}, "other": colour}
   const taskClasses = jsonBlock("task-state-classes") || {};
   const taskStates = taskClasses.states || {};
+  const taskGroups = taskClasses.groups || {};
+  const whole = (name, fallback) => Math.max(1, parseInt(root.getAttribute(name), 10) || fallback);
+  const taskStateClass = (state) => {
+    const key = (state || "").toUpperCase();
+    return Object.prototype.hasOwnProperty.call(taskStates, key) ? taskStates[key] : taskClasses.other || "";
+  };
   return Object.freeze({
     wsPath: root.getAttribute("data-ws-path"),
     liveUrl: root.getAttribute("data-live-url"),
@@ -46,9 +52,20 @@ export function serverData(root) {
       return videoExtensions.some((ext) => lower.slice(-ext.length) === ext);
     },
     /** A Slurm task state's badge colour (CSS class task-<colour>), as the server colours it. */
-    taskStateClass: (state) => {
-      const key = (state || "").toUpperCase();
-      return Object.prototype.hasOwnProperty.call(taskStates, key) ? taskStates[key] : taskClasses.other || "";
-    },
+    taskStateClass: taskStateClass,
+    /** The task filter a state belongs to (done, running, waiting, failed, cancelled). */
+    taskGroup: (state) => taskGroups[taskStateClass(state)] || "",
+    // The rows in view (jobs/live/view.py): the filter and page of each list, as the server drew them.
+    targetsView: Object.freeze({
+      show: root.getAttribute("data-targets-show") || "all",
+      page: whole("data-targets-page", 1),
+      perPage: whole("data-targets-per-page", 48),
+      statuses: spaceList(root, "data-targets-statuses"), // empty: every status
+    }),
+    tasksView: Object.freeze({
+      show: root.getAttribute("data-tasks-show") || "all",
+      page: whole("data-tasks-page", 1),
+      perPage: whole("data-tasks-per-page", 50),
+    }),
   });
 }
