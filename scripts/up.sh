@@ -106,8 +106,9 @@ for name in rqworker watcher web; do
   install -m 600 -o "$WEB" -g "$WEB" /dev/null "$PORTAL_VAR/log/$name.log"
 done
 # setsid: Ctrl-C reaches this script only, whose trap stops the three in order and reports honestly.
-setsid "${as_web[@]}" "$PY" manage.py rqworker default --with-scheduler --serializer rq.serializers.JSONSerializer \
-  >"$PORTAL_VAR/log/rqworker.log" 2>&1 & pids+=($!)
+# The RQ worker runs jobs in its own process (no fork per job), so its SSH connection to the cluster
+# stays open from one Start to the next (jobs/rqworker.py says what stands in for the fork).
+setsid "${as_web[@]}" "$PY" -m jobs.rqworker >"$PORTAL_VAR/log/rqworker.log" 2>&1 & pids+=($!)
 setsid "${as_web[@]}" "$PY" manage.py watch_cluster >"$PORTAL_VAR/log/watcher.log" 2>&1 & pids+=($!)
 setsid "${as_web[@]}" "$PY" -m portal.server --host 127.0.0.1 --port "$PORT" >"$PORTAL_VAR/log/web.log" 2>&1 & pids+=($!)
 sleep 2

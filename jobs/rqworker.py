@@ -1,0 +1,83 @@
+"""The RQ worker process: what `make up` runs (scripts/up.sh) for submissions, cancels, output
+fetches and emails.
+
+    python -m jobs.rqworker            # as scripts/up.sh runs it
+    python -m jobs.rqworker --burst    # work off what is queued, then exit (tests)
+
+Jobs run IN the worker process (`PortalWorker`, an rq SimpleWorker), not in a child forked per job
+as rq's default Worker does. A forked child starts with an empty SSH pool (`cluster.ssh` forgets the
+parent's connections at fork) and takes its connection with it when it exits, so every Start paid
+a new TCP connection, key exchange and authentication (about 108 ms on loopback) before its first
+command. Here the pool lives as long as the worker: a Start's commands go over the connection the
+previous job left open (bench/start_under_rq.py measures both).
+
+What the fork gave, and what stands in for it:
+- a job's time limit: rq arms SIGALRM in this process (UnixSignalDeathPenalty) and raises
+  JobTimeoutException inside the job; the job fails (a submission is retried by RQ) and the worker
+  takes the next one. The stopped job may have been half-way through a command or an SFTP transfer,
+  so its connections are closed: the next job starts on fresh ones, never on one out of step.
+- a clean database connection per job: Django's own check around a request
+  (`close_old_connections`) runs before and after each job.
+- a crash that kills the process (a segfault in a C library) now stops the worker, not one job:
+  make up reports a portal process that exited.
+A connection that died while idle (sshd restarted, a firewall dropped it) is noticed by the pool
+when the next command opens its channel, and replaced once (`cluster.ssh.SSHRunner._open_channel`).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import cluster
+from django.db import close_old_connections
+from rq import SimpleWorker
+from rq.timeouts import JobTimeoutException
+
+from jobs.tasks import QUEUE_NAME
+
+log = logging.getLogger(__name__)
+
+#: the queues this worker serves (jobs.tasks enqueues every job on its one queue)
+QUEUES = (QUEUE_NAME,)
+#: rq's options: the scheduler runs submissions' retries; jobs are JSON, never pickles
+OPTIONS = ("--with-scheduler", "--worker-class", "jobs.rqworker.PortalWorker",
+           "--serializer", "rq.serializers.JSONSerializer")
+
+
+def command(*extra: str) -> list[str]:
+    """The command line that starts the portal's RQ worker: scripts/up.sh runs the same module."""
+    return [sys.executable, "-m", "jobs.rqworker", *extra]
+
+
+class PortalWorker(SimpleWorker):
+    """rq's SimpleWorker (no fork per job: the SSH pool survives between jobs), with a fresh
+    database connection check around each job and fresh SSH connections after a job's timeout."""
+
+    def execute_job(self, job, queue):
+        close_old_connections()
+        try:
+            super().execute_job(job, queue)
+        finally:
+            close_old_connections()
+
+    def handle_exception(self, job, *exc_info):
+        if isinstance(exc_info[1], JobTimeoutException):
+            log.warning("job %s stopped by its time limit: closing its SSH connections", job.id)
+            cluster.close_all_runners()
+        return super().handle_exception(job, *exc_info)
+
+
+def main(argv: list[str]) -> None:
+    # What the portal writes (database, uploads, logs) is its service user's alone, as manage.py does.
+    os.umask(0o077)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    from django.core.management import execute_from_command_line
+
+    # Through the command line, not call_command: the system checks run, and refuse an insecure
+    # configuration, exactly as for `manage.py rqworker`.
+    execute_from_command_line(["manage.py", "rqworker", *QUEUES, *OPTIONS, *argv])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
