@@ -4,9 +4,11 @@ cookies for real WebSocket clients."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,13 +22,18 @@ def free_port() -> int:
 
 
 class WebServer:
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    """`processes`: the server's --processes (None: the server's default, as `make up` starts it)."""
+
+    def __init__(self, env: dict[str, str] | None = None, processes: int | None = 1) -> None:
         from portal.server import command
 
         self.port = free_port()
         env = {**os.environ, "ALLOWED_HOSTS": "127.0.0.1,localhost", "LOG_LEVEL": "WARNING", **(env or {})}
-        self.proc = subprocess.Popen(command(self.port), cwd=ROOT, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # The server's log goes to a file, never a pipe nobody reads: uvicorn logs a line or two per
+        # WebSocket, and 500 sockets fill a 64 KiB pipe, which stops the server mid-bench.
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(command(self.port, processes=processes), cwd=ROOT, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -34,25 +41,63 @@ class WebServer:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    sys.exit("the web server died: " + self.proc.stderr.read().decode()[-2000:])
+                    sys.exit("the web server died: " + self.log_tail())
                 time.sleep(0.2)
         sys.exit("the web server did not start in 30 s")
 
+    def pids(self) -> list[int]:
+        """The server's process and all its descendants (the workers of a multi-process server)."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    # the parent pid is the 2nd field after the parenthesised command name
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(ppid, []).append(int(entry.name))
+        found, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo += children.get(pid, [])
+        return found
+
     def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
+        """Resident memory of the whole server: its process and every worker, summed."""
+        return sum(_status_kib(pid, "VmRSS:") for pid in self.pids())
+
+    def log_tail(self, n: int = 2000) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-n:]
 
     def url(self, path: str) -> str:
         return f"ws://127.0.0.1:{self.port}{path}"
 
     def stop(self) -> None:
-        self.proc.terminate()
+        workers = [pid for pid in self.pids() if pid != self.proc.pid]
+        self.proc.terminate()  # a multi-process server stops its workers itself
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+            for pid in workers:  # what the killed supervisor could not stop (ours: its children)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.log.close()
+
+
+def _status_kib(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1])
+    except OSError:  # the process ended meanwhile
+        pass
+    return 0
 
 
 def session_cookie(user) -> str:

@@ -1,6 +1,6 @@
 """The web server: what `make up` runs (scripts/up.sh), and what the browser tests and benches start.
 
-    python -m portal.server --host 127.0.0.1 --port 8000
+    python -m portal.server --host 127.0.0.1 --port 8000 [--processes N]
 
 uvicorn, with httptools for HTTP and websockets for WebSockets, because both honour flow control:
 a request body is read from the socket only as fast as the application takes it (64 KiB at a
@@ -14,6 +14,13 @@ HTTP_HEADERS_TIMEOUT seconds and within MAX_HEADER_BYTES; a request refused befo
 read is closed gracefully (the answer first, then what is still coming is dropped for LINGER_S).
 Body sizes and body pace are the ASGI middleware's (portal/limits.py); the numbers are settings
 (docs/security.md).
+
+One process serves every socket from one event loop, on one core: an event for a job watched by
+500 pages is handed to 500 consumers and written to 500 sockets one after the other. `--processes N`
+(env FFP_WEB_PROCESSES; default `default_processes()`) runs N such processes behind one listening
+socket (uvicorn's supervisor; the kernel hands each new connection to one of them), so the fan-out
+is spread over the cores (bench/ws_fanout.py: docs/scale.md). Each process keeps its own Django, its
+own Redis connections and its own share of the sockets; the database and Redis are the shared state.
 """
 from __future__ import annotations
 
@@ -25,11 +32,16 @@ from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.supervisors.multiprocess import Multiprocess
 
 #: request line plus headers; a request with more is refused (431) before it is parsed further.
 #: httptools has no limit of its own, so a client streaming endless headers would grow the process.
 MAX_HEADER_BYTES = 64 * 1024
-#: incoming WebSocket messages: the live pages only ever send `{"type": "resync"}`
+#: incoming WebSocket messages (client to server only; what the server sends has no such limit).
+#: A page only ever sends a small request (`resync`, `view`: well under 1 KiB), so nothing relies on
+#: this number; it is set, rather than left to uvicorn's default (16 MiB), as a guard: a socket
+#: may make the server hold at most this times WS_MAX_QUEUED_MESSAGES (512 KiB) before it stops
+#: reading, and a larger message closes it with 1009.
 WS_MAX_MESSAGE_BYTES = 64 * 1024
 #: incoming WebSocket messages held for a consumer that is busy; beyond them the socket is not read
 WS_MAX_QUEUED_MESSAGES = 8
@@ -41,9 +53,32 @@ GRACEFUL_SHUTDOWN_S = 5
 LINGER_S = 10
 
 
-def command(port: int, host: str = "127.0.0.1") -> list[str]:
-    """The command line that starts the portal's web server: scripts/up.sh runs the same module."""
-    return [sys.executable, "-m", "portal.server", "--host", host, "--port", str(port)]
+#: environment variable for the number of serving processes (`--processes` wins over it)
+PROCESSES_ENV = "FFP_WEB_PROCESSES"
+#: never more serving processes by default than this, whatever the cores: each one holds a whole
+#: Django (about 100 MiB resident) and its own Redis connections, and two already bring 500 sockets'
+#: fan-out under its target (docs/scale.md); a bigger site sets FFP_WEB_PROCESSES
+DEFAULT_PROCESSES_MAX = 2
+
+
+def default_processes(environ: dict[str, str] | None = None) -> int:
+    """FFP_WEB_PROCESSES when set, else one process per core up to DEFAULT_PROCESSES_MAX: the
+    fan-out is CPU work in one event loop, so processes beyond the cores only add memory."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(PROCESSES_ENV, "").strip()
+    if not value:
+        return max(1, min(os.cpu_count() or 1, DEFAULT_PROCESSES_MAX))
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{PROCESSES_ENV} must be a whole number of processes, 1 or more (got {value!r})")
+    return int(value)
+
+
+def command(port: int, host: str = "127.0.0.1", processes: int | None = 1) -> list[str]:
+    """The command line that starts the portal's web server (scripts/up.sh runs the same module,
+    with `--processes`). One process unless told: the tests that start it watch one process (its
+    memory, its exit); `processes=None` leaves the number to the server (`default_processes`)."""
+    argv = [sys.executable, "-m", "portal.server", "--host", host, "--port", str(port)]
+    return argv + (["--processes", str(processes)] if processes is not None else [])
 
 
 class PortalConfig(uvicorn.Config):
@@ -53,6 +88,14 @@ class PortalConfig(uvicorn.Config):
         super().__init__(*args, **kwargs)
         self.headers_timeout = headers_timeout
         self.max_header_bytes = max_header_bytes
+
+    def load(self) -> None:
+        # Every serving process passes here (a worker process is spawned afresh and runs none of
+        # `main`), just before the websockets protocol is imported, which is what warns:
+        # uvicorn's websockets protocol is built on websockets' legacy API (pinned in
+        # requirements.txt); the deprecation notice says nothing an operator can act on.
+        warnings.filterwarnings("ignore", message="websockets.legacy is deprecated", category=DeprecationWarning)
+        super().load()
 
 
 class PortalHttpProtocol(HttpToolsProtocol):
@@ -175,7 +218,7 @@ class _CycleTransport:
         return getattr(self._transport, name)
 
 
-def build_config(host: str, port: int) -> PortalConfig:
+def build_config(host: str, port: int, processes: int = 1) -> PortalConfig:
     """The server's configuration, every number from the portal's settings."""
     from django.conf import settings
 
@@ -183,6 +226,7 @@ def build_config(host: str, port: int) -> PortalConfig:
         "portal.asgi:application",
         host=host,
         port=port,
+        workers=processes,
         http=PortalHttpProtocol,
         # The legacy websockets protocol is the one of uvicorn's that pings: a peer that stopped
         # answering (a laptop closed mid-session, a dropped NAT entry) is noticed and closed.
@@ -209,13 +253,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m portal.server", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--processes", type=int, default=None,
+                        help=f"serving processes sharing the port (default: ${PROCESSES_ENV}, else one per core, "
+                             f"at most {DEFAULT_PROCESSES_MAX})")
     args = parser.parse_args(argv)
-    os.umask(0o077)  # what the portal writes (uploads, outputs, thumbnails) is its service user's alone
+    try:
+        processes = args.processes if args.processes is not None else default_processes()
+    except ValueError as exc:
+        parser.error(str(exc))
+    if processes < 1:
+        parser.error("--processes must be 1 or more")
+    # What the portal writes (uploads, outputs, thumbnails) is its service user's alone; the
+    # worker processes inherit the umask.
+    os.umask(0o077)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    # uvicorn's websockets protocol is built on websockets' legacy API (pinned in requirements.txt);
-    # the deprecation notice says nothing an operator can act on.
-    warnings.filterwarnings("ignore", message="websockets.legacy is deprecated", category=DeprecationWarning)
-    uvicorn.Server(build_config(args.host, args.port)).run()
+    config = build_config(args.host, args.port, processes)
+    server = uvicorn.Server(config)
+    if processes == 1:
+        server.run()
+        return 0
+    # uvicorn's own supervisor, as `uvicorn --workers` runs it: the socket is bound here once and
+    # inherited by every worker (each accepts from it); SIGTERM or SIGINT here stops them all
+    # (each closes its connections as one process would), and a worker that dies is replaced.
+    Multiprocess(config, target=server.run, sockets=[config.bind_socket()]).run()
     return 0
 
 

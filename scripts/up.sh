@@ -110,7 +110,11 @@ done
 # stays open from one Start to the next (jobs/rqworker.py says what stands in for the fork).
 setsid "${as_web[@]}" "$PY" -m jobs.rqworker >"$PORTAL_VAR/log/rqworker.log" 2>&1 & pids+=($!)
 setsid "${as_web[@]}" "$PY" manage.py watch_cluster >"$PORTAL_VAR/log/watcher.log" 2>&1 & pids+=($!)
-setsid "${as_web[@]}" "$PY" -m portal.server --host 127.0.0.1 --port "$PORT" >"$PORTAL_VAR/log/web.log" 2>&1 & pids+=($!)
+# The web server as FFP_WEB_PROCESSES processes sharing the port (default: one per core, at most 2;
+# portal/server.py): one event loop on one core cannot fan an event out to 500 sockets in time.
+web_processes=$("${as_web[@]}" "$PY" -c 'from portal.server import default_processes; print(default_processes())')
+setsid "${as_web[@]}" "$PY" -m portal.server --host 127.0.0.1 --port "$PORT" --processes "$web_processes" \
+  >"$PORTAL_VAR/log/web.log" 2>&1 & pids+=($!)
 sleep 2
 for pid in "${pids[@]}"; do
   kill -0 "$pid" 2>/dev/null || { echo "a portal process died at start; see $PORTAL_VAR/log/" >&2; exit 1; }
@@ -121,6 +125,7 @@ cat <<MSG
   log in as:                demo / $(cat "$PORTAL_VAR/demo-password")
   sample target folder:     $FFP_SAMPLE_FACES
   logs:                     $PORTAL_VAR/log/ (rqworker, watcher, web)
+  web server:               $web_processes process(es) (FFP_WEB_PROCESSES)
   runs as:                  $WEB (DEBUG off; secrets in $PORTAL_VAR/secrets, mode 600)
 
   Press Ctrl-C to stop.

@@ -2,7 +2,8 @@
 
 One real run: the cluster, Redis and the three portal processes, a real job through the API on
 the real cluster, then Ctrl-C. It checks what the hardening promises:
-- the web server, the RQ worker and the watcher run as the service user, never as root;
+- the web server (all its processes: FFP_WEB_PROCESSES, each serving WebSockets), the RQ worker
+  and the watcher run as the service user, never as root;
 - DEBUG is off (a 404 lists no URLs), a Content-Security-Policy is on the pages, static files are
   served (WhiteNoise), the secret key was generated (never the dev key);
 - Redis refuses a client without the password;
@@ -24,17 +25,22 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from websockets.sync.client import connect as ws_connect
 
 from tests.e2e.conftest import SAMPLES
+from tests.e2e.test_web_processes import SOCKETS, client_sockets, workers
 
 REPO = Path(__file__).resolve().parents[2]
 PORT = 8765
 WORK = Path(os.environ.get("FFP_WORK", "/srv/ffportal/work"))
 STARTUP_S = 240
 JOB_S = 300
+#: the web server's processes (FFP_WEB_PROCESSES)
+WEB_PROCESSES = 2
 
 
 def get(url, headers=None, data=None, method=None):
@@ -94,7 +100,7 @@ def not_private(root: Path, owner: str) -> list[str]:
 def test_make_up_runs_the_portal_as_its_own_user_with_private_files(tmp_path):
     var = Path("/var/tmp") / f"ffp-make-up-{uuid.uuid4().hex[:8]}"  # reachable by the service user
     log = tmp_path / "make-up.log"
-    env = {**os.environ, "PORT": str(PORT), "PORTAL_VAR": str(var)}
+    env = {**os.environ, "PORT": str(PORT), "PORTAL_VAR": str(var), "FFP_WEB_PROCESSES": str(WEB_PROCESSES)}
     for name in ("DEBUG", "SECRET_KEY", "DATABASE_URL", "MEDIA_ROOT", "STATIC_ROOT", "REDIS_URL", "ALLOWED_HOSTS"):
         env.pop(name, None)  # what the test run itself uses must not leak into make up
     up = subprocess.Popen(["bash", "scripts/up.sh"], cwd=REPO, env=env, stdout=log.open("wb"),
@@ -120,6 +126,13 @@ def test_make_up_runs_the_portal_as_its_own_user_with_private_files(tmp_path):
             assert needle in commands, commands
         assert web_uid != 0 and {uid for uid, cmd in procs.values() if "manage.py" in cmd or "portal.server" in cmd} \
             == {web_uid}, procs
+        # The web server serves from FFP_WEB_PROCESSES processes, its children: the service user's too.
+        web_pid = next(pid for pid, (_uid, cmd) in procs.items() if "portal.server" in cmd)
+        deadline = time.monotonic() + STARTUP_S
+        while len(serving := workers(web_pid)) < WEB_PROCESSES:
+            assert time.monotonic() < deadline, f"web server processes: {serving}"
+            time.sleep(1)
+        assert len(serving) == WEB_PROCESSES and {processes_of(var)[pid][0] for pid in serving} == {web_uid}
 
         # DEBUG off, a policy on the pages, static files served, a generated key.
         status, headers, body = get(f"{base}/no-such-page/")
@@ -140,6 +153,16 @@ def test_make_up_runs_the_portal_as_its_own_user_with_private_files(tmp_path):
         landed = browser.open(urllib.request.Request(f"{base}/login/", data=form, headers={"Referer": f"{base}/login/"}),
                               timeout=30)
         assert landed.status == 200 and landed.geturl() == f"{base}/", landed.geturl()
+
+        # Live pages' WebSockets, logged in: every web server process takes some, and answers them.
+        session = next(c.value for c in jar if c.name == "sessionid")
+        with ExitStack() as pages:
+            for _ in range(SOCKETS):
+                ws = pages.enter_context(ws_connect(f"ws://127.0.0.1:{PORT}/ws/jobs/", origin=base, open_timeout=60,
+                                                    additional_headers={"Cookie": f"sessionid={session}"}))
+                assert json.loads(ws.recv(timeout=60))["type"] == "snapshot"
+            held = {pid: client_sockets(PORT, pid) for pid in serving}
+            assert sum(held.values()) == SOCKETS and all(held.values()), held
 
         # Redis: nobody without the password.
         anonymous = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", os.environ.get("FFP_REDIS_PORT", "6379"),
