@@ -1,8 +1,8 @@
 """The RQ worker process: what `make up` runs (scripts/up.sh) for submissions, cancels, output
 fetches and emails.
 
-    python -m jobs.rqworker            # as scripts/up.sh runs it
-    python -m jobs.rqworker --burst    # work off what is queued, then exit (tests)
+    python manage.py portal_rqworker           # as scripts/up.sh runs it (jobs.rqworker.command())
+    python manage.py portal_rqworker --burst   # work off what is queued, then exit (tests)
 
 Jobs run IN the worker process (`PortalWorker`, an rq SimpleWorker), not in a child forked per job
 as rq's default Worker does. A forked child starts with an empty SSH pool (`cluster.ssh` forgets the
@@ -26,7 +26,6 @@ when the next command opens its channel, and replaced once (`cluster.ssh.SSHRunn
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 import cluster
@@ -40,14 +39,12 @@ log = logging.getLogger(__name__)
 
 #: the queues this worker serves (jobs.tasks enqueues every job on its one queue)
 QUEUES = (QUEUE_NAME,)
-#: rq's options: the scheduler runs submissions' retries; jobs are JSON, never pickles
-OPTIONS = ("--with-scheduler", "--worker-class", "jobs.rqworker.PortalWorker",
-           "--serializer", "rq.serializers.JSONSerializer")
 
 
 def command(*extra: str) -> list[str]:
-    """The command line that starts the portal's RQ worker: scripts/up.sh runs the same module."""
-    return [sys.executable, "-m", "jobs.rqworker", *extra]
+    """The command line that starts the portal's RQ worker, from the repository's root: scripts/up.sh
+    runs the same management command (jobs/management/commands/portal_rqworker.py)."""
+    return [sys.executable, "manage.py", "portal_rqworker", *extra]
 
 
 class PortalWorker(SimpleWorker):
@@ -66,18 +63,3 @@ class PortalWorker(SimpleWorker):
             log.warning("job %s stopped by its time limit: closing its SSH connections", job.id)
             cluster.close_all_runners()
         return super().handle_exception(job, *exc_info)
-
-
-def main(argv: list[str]) -> None:
-    # What the portal writes (database, uploads, logs) is its service user's alone, as manage.py does.
-    os.umask(0o077)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    from django.core.management import execute_from_command_line
-
-    # Through the command line, not call_command: the system checks run, and refuse an insecure
-    # configuration, exactly as for `manage.py rqworker`.
-    execute_from_command_line(["manage.py", "rqworker", *QUEUES, *OPTIONS, *argv])
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,4 +1,4 @@
-"""The RQ worker process exactly as `make up` starts it (`python -m jobs.rqworker`, burst mode):
+"""The RQ worker process exactly as `make up` starts it (`manage.py portal_rqworker`, burst mode):
 its jobs share the SSH connection pool, a job that hangs is stopped by its time limit without
 stopping the worker, and the worker refuses an insecure configuration like every portal process.
 Real processes and real Redis; no cluster (the probes never connect)."""
@@ -62,3 +62,7 @@ def test_it_refuses_to_start_with_an_insecure_configuration(tmp_path):
            "FIELD_ENCRYPTION_KEY": "Xh5n0rY9m2c6kZ1bq3Wf8a7Tt4Ls0Vd2Jp9Ue5Gy1HI="}
     r = subprocess.run(command("--burst"), cwd=REPO, env=env, capture_output=True, text=True, timeout=WORKER_LIMIT_S)
     assert r.returncode != 0 and "jobs.E001" in r.stderr, r.stderr[-2000:]
+
+
+def test_make_up_starts_the_worker_these_tests_start():
+    assert " ".join(command()[1:]) in (REPO / "scripts" / "up.sh").read_text()
