@@ -37,7 +37,8 @@ TASK_STATE_CLASS_OTHER = "bad"
 
 #: 48 photos: a grid of 4, 6 or 8 columns fills evenly, and a snapshot stays far below 64 KB
 TARGETS_PER_PAGE = 48
-TASKS_PER_PAGE = 50
+#: 20 tasks: the table stays short enough that the photos below it are in reach
+TASKS_PER_PAGE = 20
 
 #: the target filters: (name in the URL, label, statuses); None = every target
 TARGET_FILTERS: dict[str, tuple] = {
@@ -53,6 +54,11 @@ TASK_GROUP_OF_CLASS = {"running": "running", "waiting": "waiting", "ok": "done",
 TASK_GROUP_LABELS = {
     "running": _("running"), "waiting": _("waiting"), "done": _("done"), "failed": _("failed"),
     "cancelled": _("cancelled"),
+}
+#: the same groups as filters above the table
+TASK_FILTER_LABELS = {
+    "running": _("Running"), "waiting": _("Waiting"), "done": _("Done"), "failed": _("Failed"),
+    "cancelled": _("Cancelled"),
 }
 #: the order the summary lists the groups in: what is happening first, what went wrong last
 TASK_GROUP_ORDER = ("done", "running", "waiting", "failed", "cancelled")
@@ -181,3 +187,25 @@ def filter_links(view: View, choices, key: str, page_key: str, current: str) -> 
     """One link per filter choice (`(name, label, count)`), each on its first page."""
     return [{"name": name, "label": label, "count": count, "current": name == current,
              "query": view.query(**{key: name, page_key: 1}) or "?"} for name, label, count in choices]
+
+
+def page_of_job(job: Job, view: View) -> dict:
+    """What the job page's template shows of the job's tasks and targets for `view`."""
+    summary = task_summary(job)
+    tasks, targets = task_slice(job, view, summary), target_slice(job, view)
+    counts = target_counts(job)
+    task_choices = [("all", _("All"), summary["total"])] + [
+        (g, TASK_FILTER_LABELS[g], summary["groups"][g]) for g in TASK_GROUP_ORDER]
+    return {
+        "view": view,
+        "view_query": view.query(),
+        "task_summary": summary,
+        "task_groups": [(g, TASK_GROUP_LABELS[g], n) for g in TASK_GROUP_ORDER if (n := summary["groups"][g])],
+        "tasks": tasks,
+        "tasks_nav": page_links(view, tasks, "tasks_page"),
+        "task_filters": filter_links(view, task_choices, "tasks", "tasks_page", view.tasks),
+        "targets": targets,
+        "targets_nav": page_links(view, targets, "page"),
+        "target_filters": filter_links(view, [(name, label, counts[name]) for name, (label, _s) in TARGET_FILTERS.items()],
+                                       "show", "page", view.show),
+    }

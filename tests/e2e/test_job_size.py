@@ -6,12 +6,29 @@ portal reads the limit in the submission's first round trip and chunks the folde
 template whose partition does not exist is refused by sbatch for good: the job fails with Slurm's
 words, once, and is not retried."""
 import os
+import re
 import shutil
 import subprocess
 
 from jobs.models import JobStatus, Template
 from tests.e2e.conftest import SAMPLES, run_rq
 from tests.e2e.test_end_to_end import start
+
+
+def array_task_ids(scontrol_oneliners: str) -> set[int]:
+    """Every array index in `scontrol show job <id> --oneliner`'s records ("ArrayTaskId=0", "2-749",
+    "3,5-9%4")."""
+    ids: set[int] = set()
+    for spec in re.findall(r"\bArrayTaskId=(\S+)", scontrol_oneliners):
+        for part in spec.split("%")[0].split(","):
+            lo, _, hi = part.partition("-")
+            ids.update(range(int(lo), int(hi or lo) + 1))
+    return ids
+
+
+def test_it_reads_every_array_index_from_scontrols_records():
+    assert array_task_ids("JobId=7 ArrayTaskId=2-5,9%2 X=1\nJobId=8 ArrayTaskId=0 X\nJobId=9 ArrayTaskId=1 Y") == \
+        {0, 1, 2, 3, 4, 5, 9}
 
 
 def test_a_folder_bigger_than_max_array_size_is_chunked_to_fit(api, local, folder, redis_queue):
@@ -31,7 +48,9 @@ def test_a_folder_bigger_than_max_array_size_is_chunked_to_fit(api, local, folde
         assert job.cluster.max_array_size == 1001  # read from the real slurmctld
         shown = subprocess.run(["scontrol", "show", "job", job.slurm_job_id, "--oneliner"], capture_output=True,
                                text=True, timeout=30).stdout
-        assert "ArrayTaskId=0-749" in shown or "_0-749" in shown or "[0-749" in shown, shown[:400]
+        # One record per started task and one for the tasks still pending ("2-749" once two have
+        # started, on a cluster with room): together they must be exactly the 750 tasks.
+        assert array_task_ids(shown) == set(range(750)), shown[:400]
     finally:
         subprocess.run(["scancel", job.slurm_job_id], timeout=30)
 

@@ -16,8 +16,7 @@ from worker.manifest import VIDEO_EXTENSIONS
 from jobs.lifecycle import request_cancel
 from jobs.retry import RETRYABLE_JOB_STATUSES, has_retryable_targets, retry_failed, retry_refusal
 from jobs.web.forms import NewJobForm
-from jobs.live.view import (TARGET_FILTERS, TASK_GROUP_LABELS, TASK_GROUP_ORDER, View, filter_links, page_links,
-                            target_counts, target_slice, task_slice, task_summary)
+from jobs.live.view import View, page_of_job
 from jobs.models import Job
 from jobs.models.job import OK_TARGET_STATUSES
 from jobs.quotas import quota_status
@@ -69,25 +68,9 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
     job = get_job_for_user(request.user, job_id)
     # Only the rows in view, whatever the job's size (jobs/live/view.py); the live script asks the
     # WebSocket for the same view, so the page and its snapshots agree.
-    view = View.from_query(request.GET)
-    summary = task_summary(job)
-    tasks, targets = task_slice(job, view, summary), target_slice(job, view)
-    counts = target_counts(job)
-    task_choices = [("all", _("All"), summary["total"])] + [
-        (g, TASK_GROUP_LABELS[g], summary["groups"][g]) for g in TASK_GROUP_ORDER]
     context = {
         "job": job,
-        "view": view,
-        "view_query": view.query(),
-        "task_summary": summary,
-        "task_groups": [(g, TASK_GROUP_LABELS[g], summary["groups"][g]) for g in TASK_GROUP_ORDER if summary["groups"][g]],
-        "tasks": tasks,
-        "tasks_nav": page_links(view, tasks, "tasks_page"),
-        "task_filters": filter_links(view, task_choices, "tasks", "tasks_page", view.tasks),
-        "targets": targets,
-        "targets_nav": page_links(view, targets, "page"),
-        "target_filters": filter_links(view, [(name, label, counts[name]) for name, (label, _s) in TARGET_FILTERS.items()],
-                                       "show", "page", view.show),
+        **page_of_job(job, View.from_query(request.GET)),
         "progress": progress_of(job),
         "has_outputs": job.targets.filter(status__in=OK_TARGET_STATUSES).exclude(output_file="").exists(),
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,

@@ -3,7 +3,7 @@
 // page only ever shows what a message says (the database's state); it never guesses ahead.
 
 import { el, setBadge } from "./dom.js";
-import { num, pct, sameInstant, shortDate, utcClock } from "./format.js";
+import { num, pct, sameInstant, shortDate, thousands, utcClock } from "./format.js";
 import { TargetGrid } from "./job_targets.js";
 import { TaskTable } from "./job_tasks.js";
 import { Connection } from "./socket.js";
@@ -127,13 +127,13 @@ export class JobPage {
     }
     const head = document.createElement("span");
     // only numbers go into this markup (<strong>{done}</strong> of {total} done)
-    head.innerHTML = fill(markup("done_of_html", "{done} / {total}"), { done: done, total: total });
+    head.innerHTML = fill(markup("done_of_html", "{done} / {total}"), { done: thousands(done), total: thousands(total) });
     while (head.firstChild) text.appendChild(head.firstChild);
     if (failed) {
       text.appendChild(document.createTextNode(" · "));
-      text.appendChild(el("span", { className: "text-bad", text: fill(word("n_failed", "{n}"), { n: failed }) }));
+      text.appendChild(el("span", { className: "text-bad", text: fill(word("n_failed", "{n}"), { n: thousands(failed) }) }));
     }
-    if (left && active) text.appendChild(document.createTextNode(" · " + fill(word("n_to_go", "{n}"), { n: left })));
+    if (left && active) text.appendChild(document.createTextNode(" · " + fill(word("n_to_go", "{n}"), { n: thousands(left) })));
     text.appendChild(el("span", { className: "pct", text: pct(done + failed, total) + "%" }));
   }
 
