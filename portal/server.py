@@ -56,8 +56,8 @@ LINGER_S = 10
 #: environment variable for the number of serving processes (`--processes` wins over it)
 PROCESSES_ENV = "FFP_WEB_PROCESSES"
 #: never more serving processes by default than this, whatever the cores: each one holds a whole
-#: Django (about 100 MiB resident) and its own Redis connections, and two already bring 500 sockets'
-#: fan-out under its target (docs/scale.md); a bigger site sets FFP_WEB_PROCESSES
+#: Django (96 MiB resident) and its own Redis connections, and 500 sockets' fan-out needed no more
+#: than two (docs/scale.md); a bigger site sets FFP_WEB_PROCESSES
 DEFAULT_PROCESSES_MAX = 2
 
 

@@ -111,7 +111,7 @@ done
 setsid "${as_web[@]}" "$PY" manage.py portal_rqworker >"$PORTAL_VAR/log/rqworker.log" 2>&1 & pids+=($!)
 setsid "${as_web[@]}" "$PY" manage.py watch_cluster >"$PORTAL_VAR/log/watcher.log" 2>&1 & pids+=($!)
 # The web server as FFP_WEB_PROCESSES processes sharing the port (default: one per core, at most 2;
-# portal/server.py): one event loop on one core cannot fan an event out to 500 sockets in time.
+# portal/server.py): each process fans an event out to its own sockets, on its own core (docs/scale.md).
 web_processes=$("${as_web[@]}" "$PY" -c 'from portal.server import default_processes; print(default_processes())')
 setsid "${as_web[@]}" "$PY" -m portal.server --host 127.0.0.1 --port "$PORT" --processes "$web_processes" \
   >"$PORTAL_VAR/log/web.log" 2>&1 & pids+=($!)
