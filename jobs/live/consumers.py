@@ -45,6 +45,18 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = None
 
+    async def dispatch(self, message) -> None:
+        # Channels' dispatch hops to the database thread (close_old_connections) before EVERY
+        # handler, one hop at a time for the whole process: an event to 500 sockets waited for 500
+        # hops, most of its fan-out time (docs/scale.md). Forwarding a live event reads no database.
+        if message.get("type") == "live.event":
+            await self.live_event(message)
+        else:
+            await super().dispatch(message)
+
+    async def live_event(self, event: dict) -> None:
+        raise NotImplementedError
+
     async def _forward(self, event: dict) -> None:
         # Publisher pre-encodes once per event; `message` alone still works (tests, other senders).
         if event.get("text"):

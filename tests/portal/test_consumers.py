@@ -194,6 +194,27 @@ async def test_it_forwards_job_task_and_output_events_of_this_job_only(owner, jo
     await comm.disconnect()
 
 
+@run_async
+async def test_it_forwards_an_event_without_a_trip_to_the_database_thread(owner, job, monkeypatch):
+    # Channels' own dispatch closes old database connections (a hop to the one database thread)
+    # before every handler: for an event fanned out to 500 sockets, most of its time.
+    import channels.consumer
+
+    hops = []
+
+    async def counted():
+        hops.append(1)
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    comm = await connect(f"/ws/jobs/{job.id}/", owner)
+    await comm.receive_json_from()
+    before = len(hops)
+    fresh = await db(lambda: Job.objects.get(pk=job.pk))()
+    await db(lambda: publish(lambda pub: pub.job(fresh)))()
+    assert (await comm.receive_json_from())["type"] == "job"
+    assert len(hops) == before
+    await comm.disconnect()
+
+
 @pytest.mark.slow
 @run_async
 async def test_it_keeps_an_idle_socket_open_longer_than_redis_py_read_timeout(owner, job):
