@@ -94,6 +94,8 @@ async def ws_snapshot(server: WebServer, cookie: str, path: str) -> tuple[float,
             raw = await asyncio.wait_for(ws.recv(), 120)
     except websockets.ConnectionClosed as exc:
         return float("nan"), -(exc.rcvd.code if exc.rcvd else 1006)  # closed before the snapshot
+    except websockets.InvalidStatus as exc:
+        return float("nan"), -exc.response.status_code  # refused: no snapshot at all
     return time.perf_counter() - t0, len(raw)
 
 
