@@ -4,6 +4,8 @@ progress records of many jobs, and the end of the logs of tasks that just failed
 The worker writes one whole JSON document per task, `<job out dir>/progress/task-<N>.json`, on a
 single line (see worker/progress.py). One `find` over all the active jobs' progress folders
 prints `<path>\\t<document>` per file; missing folders (a job not started yet) are not an error.
+The files are printed by one `awk` per batch of paths (`-exec ... +`), not one `cat` per file: with
+hundreds of records a process per file was most of the watcher's cycle.
 """
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ import posixpath
 
 
 def progress_argv(progress_dirs: list[str]) -> list[str]:
-    """`find` printing `path<TAB>content` for every task record under the given folders."""
+    """`find` printing `path<TAB>content` for every task record under the given folders (a record
+    is one line: the worker writes each document on a single line)."""
     return ["find", *progress_dirs, "-maxdepth", "1", "-name", "task-*.json", "-type", "f",
-            "-printf", "%p\\t", "-exec", "cat", "{}", ";", "-printf", "\\n"]
+            "-exec", "awk", '{ print FILENAME "\\t" $0 }', "{}", "+"]
 
 
 def parse_progress_dump(stdout: str) -> dict[str, list[str]]:

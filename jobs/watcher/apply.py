@@ -6,8 +6,11 @@ events are collected on the cycle's `Publisher` and sent by the caller once ever
 from __future__ import annotations
 
 import logging
+import uuid
 
 from django.db import transaction
+from django.db.models import CharField
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -27,18 +30,40 @@ log = logging.getLogger(__name__)
 _SHOWN_TASK_FIELDS = {"state", "node", "exit_code", "reason", "elapsed_seconds"}
 
 
-def job_row(job: Job) -> JobRow:
-    """The job with its prefetched tasks and targets, as the plain values `decide` reads."""
+def target_rows(job_pks: list) -> dict[object, tuple[TargetRow, ...]]:
+    """Every target of these jobs as the plain values `decide` reads, by job pk: one query and no
+    model objects (a cycle reads every target of every active job; building thousands of model
+    objects was most of a cycle's time). Model objects are loaded in `apply`, for changes only."""
+    out: dict[object, list[TargetRow]] = {}
+    # The job's id as the database's text, not as a UUID object per target (that conversion alone
+    # cost more than the rest of the query): SQLite stores 32 hex digits, PostgreSQL prints dashes.
+    by_key = {uuid_key(pk): pk for pk in job_pks}
+    values = (Target.objects.filter(job__in=job_pks).order_by("job_id", "index")
+              .annotate(job_key=Cast("job_id", CharField()))
+              .values_list("job_key", "index", "task_index", "status", "message", "faces_found", "faces_swapped",
+                           "seconds", "failed_with_task", "output_file", "fetch_asked_at"))
+    for key, index, task_index, status, message, found, swapped, seconds, with_task, output, asked in values:
+        out.setdefault(by_key[uuid_key(key)], []).append(TargetRow(
+            index=index, task_index=task_index, status=status, message=message, faces_found=found,
+            faces_swapped=swapped, seconds=seconds, failed_with_task=with_task, has_output=bool(output),
+            fetch_asked_at=asked))
+    return {pk: tuple(rows) for pk, rows in out.items()}
+
+
+def uuid_key(value) -> str:
+    """A job id as 32 lowercase hex digits, from a UUID or from the database's text of one."""
+    return value.hex if isinstance(value, uuid.UUID) else str(value).replace("-", "").lower()
+
+
+def job_row(job: Job, targets: tuple[TargetRow, ...]) -> JobRow:
+    """The job with its prefetched tasks and its targets' rows, as the plain values `decide` reads."""
     return JobRow(
         id=str(job.id), status=job.status, slurm_job_id=job.slurm_job_id, submitted_at=job.submitted_at,
         error=job.error,
         tasks=tuple(TaskRow(index=t.index, state=t.state, node=t.node, exit_code=t.exit_code, reason=t.reason,
                             elapsed_seconds=t.elapsed_seconds, gpus=t.gpus, attempt=t.attempt,
                             log_wait_since=t.log_wait_since) for t in job.tasks.all()),
-        targets=tuple(TargetRow(index=t.index, task_index=t.task_index, status=t.status, message=t.message,
-                                faces_found=t.faces_found, faces_swapped=t.faces_swapped, seconds=t.seconds,
-                                failed_with_task=t.failed_with_task, has_output=bool(t.output_file),
-                                fetch_asked_at=t.fetch_asked_at) for t in job.targets.all()),
+        targets=targets,
     )
 
 
@@ -46,7 +71,8 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
     """Write one job's changes; True when anything a page shows changed."""
     shown = False
     tasks_by_index = {t.index: t for t in job.tasks.all()}
-    targets_by_index = {t.index: t for t in job.targets.all()}
+    changed = [c.index for c in decision.of(TargetChange)]
+    targets_by_index = {t.index: t for t in job.targets.filter(index__in=changed)} if changed else {}
     targets_changed = False
     for change in decision.changes:
         if isinstance(change, TaskChange):

@@ -30,7 +30,7 @@ from worker.progress import TaskProgress
 
 from jobs.live.protocol import Publisher
 from jobs.models import ClusterProfile, Job, JobStatus
-from jobs.watcher.apply import apply, job_row
+from jobs.watcher.apply import apply, job_row, target_rows
 from jobs.watcher.decide import SlurmAnswer, decide, expected_in_queue
 
 log = logging.getLogger(__name__)
@@ -59,12 +59,13 @@ class CycleResult:
 
 def poll_profile(profile: ClusterProfile) -> CycleResult:
     jobs = list(Job.objects.filter(cluster=profile, status__in=(JobStatus.PENDING, JobStatus.RUNNING))
-                .exclude(slurm_job_id="").select_related("cluster").prefetch_related("tasks", "targets")
+                .exclude(slurm_job_id="").select_related("cluster").prefetch_related("tasks")
                 .order_by("created_at"))
     result = CycleResult(jobs=len(jobs))
     if not jobs:
         return result
-    rows = {j.pk: job_row(j) for j in jobs}
+    targets = target_rows([j.pk for j in jobs])
+    rows = {j.pk: job_row(j, targets.get(j.pk, ())) for j in jobs}
     expected: dict[str, set[int]] = {}
     for job in jobs:  # two rows never share a Slurm id, but the union is right if they did
         expected.setdefault(job.slurm_job_id, set()).update(expected_in_queue(rows[job.pk]))
