@@ -227,8 +227,9 @@ CHANNEL_LAYERS = {
     }
 }
 
-#: seconds between two polls of a cluster by the watcher
-WATCH_INTERVAL = envfloat("WATCH_INTERVAL", "3")
+#: seconds between two polls of a cluster by the watcher (a cycle with 100 active jobs costs well
+#: under that now that sacct runs only for jobs that left the queue: bench/watcher_cycle.py)
+WATCH_INTERVAL = envfloat("WATCH_INTERVAL", "2")
 #: whether Start enqueues the submission (tests of pure views can turn it off)
 SUBMIT_ON_START = envbool("SUBMIT_ON_START", "true")
 #: TESTS ONLY: {attempt: MB} makes the worker of that attempt allocate and hold MB of memory before
