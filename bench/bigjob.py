@@ -10,8 +10,9 @@ Measured, for a job of SMALL and of BIG targets (the two sizes alternate, round 
   - the job list (page 1 vs the last page) and the API list (offset 0 vs the last offset) of a user
     with JOBS jobs;
   - another user's small page (their job list) p95 with nobody watching, and while TABS WebSocket
-    clients watch the BIG job (each asks for a resync every second, while job events for it are
-    published every second, as the watcher would).
+    clients watch the BIG job while the watcher's events for it are published every second (a job
+    event and ten targets done); the tabs only listen, as the page does, or (a harsher case) each
+    asks for a fresh snapshot every second.
 
 Prints, per measure, min / median / max over the rounds and the ratio of the medians (big / small).
 Usage: .venv/bin/python bench/bigjob.py [--big 100000] [--rounds 3]   (needs Redis: make test / up)
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import statistics
 import sys
 import threading
@@ -36,10 +38,11 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from _live_env import WebServer, session_cookie  # noqa: E402
-from jobs.live.protocol import publish_job  # noqa: E402
+from jobs.live.protocol import Publisher  # noqa: E402
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task, Template  # noqa: E402
 
 REQUESTS = 9
+FORK = multiprocessing.get_context("fork")
 
 
 def make_job(owner, template, targets: int, name: str) -> Job:
@@ -109,13 +112,23 @@ def spread(values) -> str:
     return f"min {min(values):.4f}  median {statistics.median(values):.4f}  max {max(values):.4f}"
 
 
-def watchers(server, cookie, path, stop: threading.Event, tabs: int) -> threading.Thread:
-    """`tabs` WebSocket clients on `path`, each asking for a resync every second, until `stop`."""
+def watching(port: int, cookie: str, job_pk, tabs: int, resync: bool, stop) -> None:
+    """In a process of its own (so the measuring client shares no interpreter lock with it):
+    `tabs` WebSocket clients on the job's page until `stop`, listening as the page does (it asks
+    for a snapshot only when it wakes up or reconnects), or with `resync` asking for one every
+    second; and what the watcher publishes for a running job each second: ten targets done and
+    the job."""
+    from django.db import connection
+
+    connection.close()  # the parent's connection is not this process's to use
+    url = f"ws://127.0.0.1:{port}/ws/jobs/{job_pk}/"
+
     async def tab():
-        async with websockets.connect(server.url(path), additional_headers={"Cookie": cookie},
-                                      origin=f"http://127.0.0.1:{server.port}", max_size=None) as ws:
+        async with websockets.connect(url, additional_headers={"Cookie": cookie},
+                                      origin=f"http://127.0.0.1:{port}", max_size=None) as ws:
             while not stop.is_set():
-                await ws.send(json.dumps({"type": "resync"}))
+                if resync:
+                    await ws.send(json.dumps({"type": "resync"}))
                 deadline = time.monotonic() + 1
                 while time.monotonic() < deadline:
                     try:
@@ -123,12 +136,24 @@ def watchers(server, cookie, path, stop: threading.Event, tabs: int) -> threadin
                     except asyncio.TimeoutError:
                         break
 
+    def publishing():
+        n = 0
+        while not stop.wait(1):
+            job = Job.objects.get(pk=job_pk)
+            pub = Publisher()
+            for target in Target.objects.filter(job=job).order_by("index")[n % 40:n % 40 + 10]:
+                pub.output(job, target)
+            pub.job(job)
+            pub.flush()
+            n += 10
+
     async def all_tabs():
         await asyncio.gather(*(tab() for _ in range(tabs)))
 
-    t = threading.Thread(target=lambda: asyncio.run(all_tabs()), daemon=True)
-    t.start()
-    return t
+    publisher = threading.Thread(target=publishing, daemon=True)
+    publisher.start()
+    asyncio.run(all_tabs())
+    publisher.join(10)
 
 
 def p95(values) -> float:
@@ -186,25 +211,22 @@ def main() -> int:
                 page, offset = (1, 0) if which == "small" else (last_page, last_offset)
                 record("job list page", which, *timed(lambda: http.get(f"/?page={page}")))
                 record("API job list", which, *timed(lambda: http.get(f"/api/v1/jobs?offset={offset}")))
-            # another user's page, with nobody watching and with TABS tabs on the big job
-            for watched in (order[0] == "big", order[0] != "big"):
-                stop = threading.Event()
-                threads = []
-                if watched:
-                    threads.append(watchers(server, cookie, f"/ws/jobs/{sizes['big'].id}/", stop, args.tabs))
-
-                    def publishing():
-                        while not stop.wait(1):
-                            publish_job(Job.objects.get(pk=sizes["big"].pk))
-                    threads.append(threading.Thread(target=publishing, daemon=True))
-                    threads[-1].start()
-                    time.sleep(2)
-                seconds = [other_http.get("/")[0] for _ in range(60)]
-                stop.set()
-                for t in threads:
-                    t.join(10)
-                measures.setdefault("other user's page p95", {}).setdefault(
-                    "big" if watched else "small", []).append(p95(seconds))
+            # another user's page, with nobody watching and with TABS tabs on the big job while
+            # the watcher's events for it go out every second (a job event, ten targets done)
+            for resync in (False, True):
+                name = "other user's page p95" + (", tabs resync 1/s" if resync else "")
+                for watched in (order[0] == "big", order[0] != "big"):
+                    stop, child = FORK.Event(), None
+                    if watched:
+                        child = FORK.Process(target=watching, args=(server.port, cookie, sizes["big"].pk, args.tabs,
+                                                                    resync, stop), daemon=True)
+                        child.start()
+                        time.sleep(2)
+                    seconds = [other_http.get("/")[0] for _ in range(60)]
+                    stop.set()
+                    if child is not None:
+                        child.join(15)
+                    measures.setdefault(name, {}).setdefault("big" if watched else "small", []).append(p95(seconds))
             print(f"# round {rnd + 1} done", flush=True)
     finally:
         server.stop()
