@@ -8,7 +8,8 @@ Traps of 22.05's JSON, all seen on the real cluster (samples in tests/cluster/sa
 
 - `squeue --json` IGNORES every filter (--jobs, --user, --states): it prints every job slurmctld
   holds, other users' too, and finished ones until MinJobAge. `parse_squeue(..., job_ids=...)`
-  filters. The filters are still passed, for versions that honour them.
+  filters. The filters are still passed, for versions that honour them. The watcher, which asks
+  every few seconds, reads squeue's text instead (`queue`: it honours --jobs; its own traps there).
 - `sacct --json` LOSES exit codes: any normal exit is dumped as {"status": "SUCCESS",
   "return_code": 0}, exit 3 included (the WIFEXITED branch never sets the code); signals survive.
   Run `sacct_exit_codes_argv` (plain `sacct -P`) alongside and pass its output to `parse_sacct`.
@@ -35,10 +36,12 @@ from .output import (
     SlurmNode, SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct,
     parse_sacct_exit_codes, parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
 )
+from .queue import parse_squeue_tasks, squeue_tasks_argv
 
 __all__ = [
     "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv",
     "scontrol_partitions_argv", "accounting_when_needed_argv", "AccountingAnswer", "parse_accounting_when_needed",
+    "squeue_tasks_argv", "parse_squeue_tasks",
     "SlurmTask", "SlurmNode", "SlurmPartition", "parse_sbatch_parsable", "parse_squeue", "parse_sacct",
     "parse_sacct_exit_codes", "parse_sinfo", "parse_scontrol_partitions", "gres_gpu_types",
     "find_job_by_name", "expand_array_range",

@@ -2,7 +2,7 @@
 
 `sacct` costs a slurmdbd query (~0.36 s on the local cluster, whatever the number of jobs), but the
 watcher needs it only for a task that has LEFT the queue: how it ended, and whether Slurm still
-knows the job at all. So, in the same exec as the watcher's `squeue --json`, this command asks
+knows the job at all. So, in the same exec as the watcher's own `squeue`, this command asks
 `squeue` (plain text, which honours --jobs) which of the tasks the portal expects are still queued
 or running, and runs `sacct --json` and the exit-code `sacct` only for the jobs with a task that is
 not. The decision is made on the cluster, in the one round trip, from what the portal stored: a

@@ -38,7 +38,8 @@ def sbatch_argv(script_path: str | None = None, extra: list[str] | None = None) 
 
 
 def squeue_argv(job_ids: list[str] | None = None, user: str | None = None) -> list[str]:
-    """`squeue --json` (22.05 ignores the filters: see `cluster.slurm`)."""
+    """`squeue --json` (22.05 ignores the filters: see `cluster.slurm`; the watcher, which asks
+    every few seconds, uses the text `queue.squeue_tasks_argv`, which honours --jobs)."""
     argv = ["squeue", "--json"]
     if job_ids:
         argv.append("--jobs=" + ",".join(checked_job_ids(job_ids)))

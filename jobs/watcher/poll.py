@@ -2,12 +2,12 @@
 
     poll (this module)  ->  decide (jobs.watcher.decide, pure)  ->  apply (jobs.watcher.apply)
 
-Each cycle runs `squeue --json`, the accounting query, a `find` over the jobs' progress folders
-and `tail` of the logs the last cycle asked for, all in ONE exec (`SSHRunner.run_batch`), whatever
-happens. The accounting query (`cluster.slurm.accounting`) runs `sacct` (~0.36 s of slurmdbd,
-the cycle's largest fixed cost) only for the jobs with a task that left the queue, decided on the
-cluster in that same exec from the tasks the rows call queued or running; and for every job once
-per ACCOUNTING_EVERY (the slower beat, which also sees tasks Slurm requeued after their end).
+Each cycle runs `squeue` (text, of our jobs only: `cluster.slurm.queue`), the accounting query, a
+`find` over the jobs' progress folders and `tail` of the logs the last cycle asked for, all in ONE
+exec (`SSHRunner.run_batch`), whatever happens. The accounting query (`cluster.slurm.accounting`)
+runs `sacct` (~0.36 s of slurmdbd, the cycle's largest fixed cost) only for the jobs with a task
+that left the queue, decided on the cluster in that same exec from the tasks the rows call queued
+or running; and for every job once per ACCOUNTING_EVERY (the slower beat, which also sees tasks Slurm requeued after their end).
 
 State lives in the database only (a task waiting for its log says so on its row), so a restarted
 watcher resumes from the stored Slurm ids: the question "which tasks left the queue" is asked
@@ -74,7 +74,7 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     logs = [(job, task.index, folders[job.pk].log(job.slurm_job_id, task.index))
             for job in jobs for task in job.tasks.all() if task.log_wait_since is not None][:MAX_LOG_TAILS]
     mark, every_job = secrets.token_hex(8), _full_accounting_due(profile.pk)
-    commands = [slurm.squeue_argv(job_ids=ids),
+    commands = [slurm.squeue_tasks_argv(ids),
                 slurm.accounting_when_needed_argv({i: sorted(expected[i]) for i in ids}, mark, every_job),
                 progress_argv([f.progress for f in folders.values()])]
     commands += [log_tail_argv(path) for _job, _index, path in logs]
@@ -90,7 +90,7 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     pub = Publisher()
     _reachable(profile, jobs, pub)
 
-    in_queue, in_acct, asked, answered = _slurm_answers(profile, ids, sq, acct, mark)
+    in_queue, in_acct, asked, answered = _slurm_answers(profile, sq, acct, mark)
     if every_job and set(asked) == set(ids) and answered:
         _full_accounting_done(profile.pk)
     result.accounted = len(asked)
@@ -121,18 +121,18 @@ def _full_accounting_done(profile_pk: int) -> None:
         _last_full_accounting[profile_pk] = time.monotonic()
 
 
-def _slurm_answers(profile, ids, sq, acct, mark) -> tuple[dict, dict, tuple[str, ...], bool]:
+def _slurm_answers(profile, sq, acct, mark) -> tuple[dict, dict, tuple[str, ...], bool]:
     """squeue's and sacct's tasks by Slurm job id and index, the jobs sacct was asked about, and
     whether every command asked answered.
 
-    squeue --json ignores --jobs in 22.05: the parser filters to our ids. With slurmctld or
-    slurmdbd down or restarting, squeue/sacct answer with an error: that side counts as "did not
-    answer" for this cycle (tests/e2e/test_faults.py), so no job is concluded lost on it. An
+    With slurmctld or slurmdbd down or restarting, squeue/sacct answer with an error: that side
+    counts as "did not answer" for this cycle (tests/e2e/test_faults.py), so no job is concluded
+    lost on it. A job squeue no longer knows is simply not in the queue (`parse_squeue_tasks`). An
     accounting query that printed nothing usable asked sacct about nobody.
     """
-    answered = sq.rc == 0
+    answered = True
     try:
-        in_queue = _by_job(slurm.parse_squeue(sq.stdout, job_ids=ids)) if sq.rc == 0 and sq.stdout.strip() else {}
+        in_queue = _by_job(slurm.parse_squeue_tasks(sq.stdout, sq.rc, sq.stderr))
     except ClusterError as exc:
         log.warning("cluster %s: squeue: %s", profile.slug, exc)
         in_queue, answered = {}, False

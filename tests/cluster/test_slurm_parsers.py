@@ -31,6 +31,8 @@ def test_it_covers_every_sample_file():
         "scontrol_partitions.txt", "squeue_array_running.json", "sacct_two_memkills.json", "sacct_two_memkills.txt",
         "scontrol_config.txt",  # tests/cluster/test_slurm_limits.py
         "squeue_finished.json", "squeue_empty.json", "timeout_output.txt",
+        "squeue_tasks_held.txt", "squeue_tasks_running.txt", "squeue_tasks_ended.txt",  # test_slurm_queue.py
+        "squeue_tasks_waiting.txt", "squeue_tasks_none.txt", "squeue_tasks_unknown_job.stderr",
     }
     assert {p.name for p in SAMPLES.iterdir()} <= tested
 

@@ -22,17 +22,30 @@ SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples"
 EMPTY_SQUEUE = (SAMPLES / "squeue_empty.json").read_text()
 
 
+def squeue_text(json_text: str, job_ids: list[str]) -> str:
+    """What `squeue_tasks_argv(job_ids)` prints of the queue a canned `squeue --json` shows: one
+    line per task of those jobs only (the text squeue honours --jobs). The text format itself is
+    read from real output in tests/cluster/test_slurm_queue.py."""
+    return "".join(f"{t.job_id}|{'N/A' if t.task_index is None else t.task_index}|{t.state}|{t.reason}|{t.node}|"
+                   f"cpu=1{f',gres/gpu={t.gpus}' if t.gpus else ''}|\n"
+                   for t in parse_squeue(json_text, job_ids=job_ids))
+
+
 class FakeRunner:
     """Answers run_batch([squeue, accounting query, find progress, tail...]) with canned texts.
 
-    The accounting query (`sh -c ...`) runs for real on this machine, with stand-in `squeue` and
-    `sacct` programs: `squeue` lists the tasks the canned `squeue --json` shows queued or running,
-    `sacct` prints the canned texts. `accounted` records the jobs each cycle asked sacct about.
+    The watcher's `squeue` gets the tasks of the jobs it asked about in the canned `squeue --json`,
+    as text; or `squeue_failure` (exit status, stderr) when set. The accounting query (`sh -c ...`)
+    runs for real on this machine, with stand-in `squeue` and `sacct` programs: `squeue` lists the
+    tasks the canned queue shows queued or running, `sacct` prints the canned texts. `accounted`
+    records the jobs each cycle asked sacct about.
     """
 
-    def __init__(self, sacct="", codes="", progress="", squeue=EMPTY_SQUEUE, log_tail=""):
+    def __init__(self, sacct="", codes="", progress="", squeue=EMPTY_SQUEUE, log_tail="",
+                 squeue_failure=None):
         self.answers = {"squeue": squeue, "sacct": sacct, "codes": codes, "find": progress}
         self.log_tail = log_tail
+        self.squeue_failure = squeue_failure
         self.batches = []
         self.fetched = []
         self.accounted = []
@@ -43,10 +56,19 @@ class FakeRunner:
         for argv in argvs:
             if argv[0] == "sh":
                 out.append(self._accounting(argv))
-                continue
-            text = self.log_tail if argv[0] == "tail" else self.answers[argv[0]]
-            out.append(CommandResult(argv=argv, rc=0, stdout=text, stderr=""))
+            elif argv[0] == "squeue":
+                out.append(self._queue(argv))
+            else:
+                text = self.log_tail if argv[0] == "tail" else self.answers[argv[0]]
+                out.append(CommandResult(argv=argv, rc=0, stdout=text, stderr=""))
         return out
+
+    def _queue(self, argv):
+        if self.squeue_failure:
+            rc, stderr = self.squeue_failure
+            return CommandResult(argv=argv, rc=rc, stdout="", stderr=stderr)
+        ids = next(a for a in argv if a.startswith("--jobs=")).split("=", 1)[1].split(",")
+        return CommandResult(argv=argv, rc=0, stdout=squeue_text(self.answers["squeue"], ids), stderr="")
 
     def _accounting(self, argv):
         with tempfile.TemporaryDirectory() as tmp:
@@ -201,6 +223,29 @@ def test_a_job_gone_from_squeue_is_not_assumed_done(fake, owner, template):
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.LOST and "no longer knows this job" in job.error
+
+
+def test_a_job_squeue_no_longer_knows_is_not_in_the_queue(fake, owner, template):
+    # 22.05 asked about ONE job it no longer holds: exit 1, "Invalid job id specified". That is an
+    # answer: with sacct not knowing the job either, long after submission, the job is lost.
+    job = make_job(owner, template, "4242", tasks=1)
+    Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(minutes=30))
+    fake(FakeRunner(sacct=json.dumps({"meta": {}, "errors": [], "jobs": []}),
+                    squeue_failure=(1, (SAMPLES / "squeue_tasks_unknown_job.stderr").read_text())))
+    watcher.poll_profile(template.cluster)
+    job.refresh_from_db()
+    assert job.status == JobStatus.LOST
+
+
+def test_a_job_is_never_lost_while_slurmctld_does_not_answer(fake, owner, template):
+    job = make_job(owner, template, "4242", tasks=1)
+    Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(minutes=30))
+    fake(FakeRunner(sacct=json.dumps({"meta": {}, "errors": [], "jobs": []}),
+                    squeue_failure=(1, "slurm_load_jobs error: Unable to contact slurm controller "
+                                       "(connect failure)\n")))
+    watcher.poll_profile(template.cluster)
+    job.refresh_from_db()
+    assert job.status == JobStatus.RUNNING and not job.error
 
 
 def test_it_records_an_unreachable_cluster_and_changes_no_job(monkeypatch, owner, template):
