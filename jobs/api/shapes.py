@@ -10,12 +10,30 @@ fetch jobs through `with_details()` before calling `job_detail` on many of them.
 """
 from __future__ import annotations
 
+import functools
+
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import QuerySet
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.utils.text import Truncator
 
 from jobs.models import Job, Target, Task, Template
+
+
+@functools.lru_cache(maxsize=1024)
+def _index_url_prefix(name: str, job_id: str, script_prefix: str) -> str:
+    base = reverse(name, args=[job_id, 0])
+    if not base.endswith("/0"):  # a route whose index is not its last part: say so at once
+        raise ImproperlyConfigured(f"URL {name!r} does not end with the target's index")
+    return base[:-1]
+
+
+def target_url(name: str, job_id, index: int) -> str:
+    """`reverse(name, args=[job_id, index])` for the URLs that end with a target's index, at the
+    cost of one reverse per job (a reverse costs ~0.1 ms; a page of 48 targets made 144 of them,
+    most of a snapshot's time)."""
+    return f"{_index_url_prefix(name, str(job_id), get_script_prefix())}{index}"
 
 
 def absolute(path: str, request=None) -> str:
@@ -50,7 +68,7 @@ def output_page(job: Job, request=None, after: int = -1, limit: int = DETAIL_ROW
                 .only("job", "index", "output_name", "output_file")[:limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return ([{"name": t.output_name, "url": absolute(reverse("api-job-output", args=[job.id, t.index]), request)}
+    return ([{"name": t.output_name, "url": absolute(target_url("api-job-output", job.id, t.index), request)}
              for t in rows], (rows[-1].index if more else None))
 
 
@@ -157,7 +175,7 @@ def live_target(target: Target) -> dict:
         "status_label": target.get_status_display(), "message": Truncator(target.message).chars(MESSAGE_CHARS),
         "faces_found": target.faces_found, "faces_swapped": target.faces_swapped, "seconds": target.seconds,
         "task_index": target.task_index,
-        "output_url": reverse("job-output", args=[job_id, target.index]) if target.output_file else None,
-        "thumb_url": reverse("job-thumb", args=[job_id, target.index]) if target.thumbnail_file else None,
-        "page_url": reverse("job-target", args=[job_id, target.index]),
+        "output_url": target_url("job-output", job_id, target.index) if target.output_file else None,
+        "thumb_url": target_url("job-thumb", job_id, target.index) if target.thumbnail_file else None,
+        "page_url": target_url("job-target", job_id, target.index),
     }

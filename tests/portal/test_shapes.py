@@ -41,3 +41,21 @@ def test_a_batch_sends_only_the_last_job_event_of_each_job(owner, template, monk
     assert [(group, m["job"]["id"], m["job"]["status"]) for group, m in sent] == [
         (f"job.{other.id}", str(other.id), "pending"), (f"user.{owner.id}", str(other.id), "pending"),
         (f"job.{job.id}", str(job.id), "running"), (f"user.{owner.id}", str(job.id), "running")]
+
+
+@pytest.mark.parametrize("name", ["job-output", "job-thumb", "job-target", "job-input", "api-job-output"])
+@pytest.mark.parametrize("prefix", ["/", "/portal/"])
+def test_a_targets_url_is_the_one_reverse_makes(name, prefix):
+    import uuid
+
+    from django.urls import reverse, set_script_prefix
+
+    from jobs.api.shapes import target_url
+
+    job_id = uuid.uuid4()
+    set_script_prefix(prefix)
+    try:
+        for index in (0, 7, 12345):
+            assert target_url(name, job_id, index) == reverse(name, args=[job_id, index])
+    finally:
+        set_script_prefix("/")
