@@ -39,6 +39,11 @@ def redis_queue():
     except Exception as exc:  # noqa: BLE001
         pytest.fail(f"Redis is not reachable at {q.connection}: {exc}", pytrace=False)
     q.empty()
+    # empty() leaves the registries: a retry scheduled by an earlier, interrupted run (Redis keeps
+    # the test database between runs) would be found by this run's "nothing is scheduled" checks.
+    for registry in (q.scheduled_job_registry, q.deferred_job_registry, q.failed_job_registry):
+        for job_id in registry.get_job_ids():
+            registry.remove(job_id, delete_job=True)
     return q
 
 
