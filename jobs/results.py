@@ -99,10 +99,16 @@ def results_zip_name(job: Job) -> str:
     return f"{stem}-{str(job.id)[:8]}-results.zip"
 
 
-class _OnePieceAtATime:
+class OnePieceAtATime:
     """Under ASGI, Django reads a sync iterator to the end into a list before sending the
     first byte (`StreamingHttpResponse.__aiter__`): a 2 GB zip or video would sit in memory. This
-    pulls one piece at a time from a worker thread instead. Under WSGI nothing changes."""
+    pulls one piece at a time from a worker thread instead. Under WSGI nothing changes.
+
+    `reads_database`: the pieces come from a database cursor, which belongs to the thread whose
+    connection opened it, so they are pulled on the request's own thread (thread_sensitive);
+    file reads need no such thread and run beside it."""
+
+    reads_database = False
 
     async def __aiter__(self):
         if self.is_async:
@@ -110,17 +116,17 @@ class _OnePieceAtATime:
                 yield part
             return
         parts = iter(self.streaming_content)
-        pull = sync_to_async(next, thread_sensitive=False)  # file reads only: no ORM in these iterators
+        pull = sync_to_async(next, thread_sensitive=self.reads_database)
         end = object()
         while (part := await pull(parts, end)) is not end:
             yield part
 
 
-class ResultsZipResponse(_OnePieceAtATime, StreamingHttpResponse):
+class ResultsZipResponse(OnePieceAtATime, StreamingHttpResponse):
     pass
 
 
-class MediaFileResponse(_OnePieceAtATime, FileResponse):
+class MediaFileResponse(OnePieceAtATime, FileResponse):
     pass
 
 

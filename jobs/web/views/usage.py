@@ -7,7 +7,6 @@ import dataclasses
 import io
 from datetime import date
 
-from asgiref.sync import sync_to_async
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -22,6 +21,7 @@ from django.views.decorators.http import require_POST, require_safe
 from jobs.usage.accounting import MonthUsage, usage_by
 from jobs.models import NotificationPreference, UsageRecord
 from jobs.quotas import quota_status
+from jobs.results import OnePieceAtATime
 
 #: months shown on the user's chart
 CHART_MONTHS = 12
@@ -163,25 +163,11 @@ def csv_pieces(rows, rows_per_piece: int = CSV_CHUNK_ROWS):
         yield buffer.getvalue()
 
 
-class DatabaseStreamingResponse(StreamingHttpResponse):
-    """A streaming response whose pieces are read from the database as they are sent.
+class DatabaseStreamingResponse(OnePieceAtATime, StreamingHttpResponse):
+    """A streaming response whose pieces are read from the database as they are sent: one piece at
+    a time under ASGI (a 100,000-row CSV never sits in memory whole), on the request's own thread."""
 
-    Under ASGI, Django reads a sync iterator to its end into a list before it sends the first byte
-    (`StreamingHttpResponse.__aiter__`): a 100,000-row CSV would sit in memory whole. This pulls one
-    piece at a time instead, on the request's own thread (thread_sensitive): the pieces come from a
-    database cursor, which belongs to the thread whose connection opened it. Under WSGI nothing changes.
-    """
-
-    async def __aiter__(self):
-        if self.is_async:
-            async for part in super().__aiter__():
-                yield part
-            return
-        parts = iter(self.streaming_content)
-        pull = sync_to_async(next, thread_sensitive=True)
-        end = object()
-        while (part := await pull(parts, end)) is not end:
-            yield part
+    reads_database = True
 
 
 @login_required
