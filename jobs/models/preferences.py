@@ -35,6 +35,8 @@ class NotificationPreference(models.Model):
 
 class NoticeKind(models.TextChoices):
     JOB_FINISHED = "job_finished", _("job ended")
+    # A label, never %-formatted: the "% o" in it is not a placeholder.
+    # xgettext:no-python-format
     QUOTA_80 = "quota_80", _("80 % of the monthly GPU-hours")
     QUOTA_100 = "quota_100", _("monthly GPU-hours used up")
 

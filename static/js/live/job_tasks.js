@@ -6,7 +6,7 @@
 
 import { el } from "./dom.js";
 import { duration, num, thousands } from "./format.js";
-import { fill, word } from "./strings.js";
+import { fill, rawWord, word } from "./strings.js";
 
 const DASH = "—";
 
@@ -87,11 +87,11 @@ export class TaskTable {
     const line = document.getElementById("task-summary");
     if (line) {
       line.textContent = fill(word(this.total === 1 ? "tasks_one" : "tasks_other", "{total}"),
-                              { total: thousands(this.total) }) + ":";
+                              { total: thousands(this.total) }) + rawWord("list_start", ": ");
       let first = true;
       for (const [group, n] of Object.entries(summary.groups)) {
         if (!num(n)) continue;
-        line.appendChild(document.createTextNode(first ? " " : ", "));
+        if (!first) line.appendChild(document.createTextNode(rawWord("list_sep", ", ")));
         line.appendChild(el("span", { className: "group group-" + group, "data-group": group,
                                       text: fill(word("group_n", "{n} {label}"),
                                                  { n: thousands(num(n)), label: word("group:" + group, group) }) }));

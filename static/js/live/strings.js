@@ -3,11 +3,12 @@
 // holds no text of its own and a page never mixes two languages. `{x}` in a word marks a number the
 // script fills in; keys ending in _html keep their markup.
 
-const words = new Map();
+const words = new Map(), rawWords = new Map();
 const template = document.getElementById("live-strings");
 if (template && template.content) {
   for (const node of template.content.querySelectorAll("[data-key]")) {
     words.set(node.getAttribute("data-key"), node.innerHTML.trim());
+    rawWords.set(node.getAttribute("data-key"), node.innerHTML);
   }
 }
 
@@ -18,6 +19,13 @@ const scratch = document.createElement("div");
 export function word(key, fallback) {
   if (!words.has(key)) return fallback === undefined ? "" : fallback;
   scratch.innerHTML = words.get(key);
+  return scratch.textContent;
+}
+
+/** A word whose spaces matter (a separator such as ", "): not trimmed, unlike `word`. */
+export function rawWord(key, fallback) {
+  if (!rawWords.has(key)) return fallback === undefined ? "" : fallback;
+  scratch.innerHTML = rawWords.get(key);
   return scratch.textContent;
 }
 
