@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from jobs.web.forms import RateLimitedAuthenticationForm
-from jobs.web.views import files, folders, live, pages, usage
+from jobs.web.views import files, folders, live, new_job, pages, results, usage
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(
@@ -10,7 +10,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("", pages.job_list, name="job-list"),
-    path("jobs/new", pages.job_new, name="job-new"),
+    path("jobs/new", new_job.job_new, name="job-new"),
     path("jobs/live.json", live.jobs_live, name="jobs-live"),
     path("folders", folders.folder_browse, name="folder-browse"),
     path("usage", usage.usage, name="usage"),
@@ -20,7 +20,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/live.json", live.job_live, name="job-live"),
     path("jobs/<uuid:job_id>/cancel", pages.job_cancel, name="job-cancel"),
     path("jobs/<uuid:job_id>/retry", pages.job_retry, name="job-retry"),
-    path("jobs/<uuid:job_id>/targets/<int:index>", pages.target_detail, name="job-target"),
+    path("jobs/<uuid:job_id>/targets/<int:index>", results.target_detail, name="job-target"),
     path("jobs/<uuid:job_id>/outputs/<int:index>", files.job_output, name="job-output"),
     path("jobs/<uuid:job_id>/thumbs/<int:index>", files.job_thumb, name="job-thumb"),
     path("jobs/<uuid:job_id>/inputs/<int:index>", files.job_input, name="job-input"),

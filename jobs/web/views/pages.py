@@ -1,4 +1,4 @@
-"""Job pages: the list, New job, a job's page, Cancel, and one target's before/after."""
+"""Job pages: the list, a job's page, Cancel and Retry (New job: new_job.py; a target's results: results.py)."""
 from __future__ import annotations
 
 from uuid import UUID
@@ -9,22 +9,14 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods, require_POST, require_safe
-
-from worker.manifest import VIDEO_EXTENSIONS
+from django.views.decorators.http import require_POST, require_safe
 
 from jobs.lifecycle import request_cancel
 from jobs.retry import RETRYABLE_JOB_STATUSES, has_retryable_targets, retry_failed, retry_refusal
-from jobs.web.forms import NewJobForm
 from jobs.live.view import View, page_of_job
 from jobs.models import Job
 from jobs.models.job import OK_TARGET_STATUSES
-from jobs.quotas import quota_status
-from jobs.results import input_path, output_path
-from jobs.errors import StartError
-from jobs.start import start_job
 from jobs.web.views import get_job_for_user
-from jobs.web.views import get_target_for_user
 
 JOBS_PER_PAGE = 50
 
@@ -35,31 +27,6 @@ def job_list(request: HttpRequest) -> HttpResponse:
     jobs = Job.objects.visible_to(request.user).select_related("template", "owner").order_by("-created_at", "-pk")
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "jobs/job_list.html", {"page": page, "show_owner": request.user.is_staff})
-
-
-@login_required
-@require_http_methods(["GET", "HEAD", "POST"])
-def job_new(request: HttpRequest) -> HttpResponse:
-    if request.method == "POST":
-        form = NewJobForm(request.POST, request.FILES, user=request.user)
-        if form.is_valid():
-            data = form.cleaned_data
-            try:
-                job = start_job(user=request.user, template=data["template"], sources=data["source"],
-                                target_folder=data["target_folder"].strip(), target_files=data["targets"],
-                                consent=data["consent"], name=data["name"], request=request)
-            except StartError as exc:
-                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
-            else:
-                messages.success(request, _("Job started. This page follows its progress."))
-                return redirect("job-detail", job_id=job.id)
-    else:
-        form = NewJobForm(user=request.user, initial={"target_folder": request.GET.get("target_folder", "")})
-        # The admin's first template (by their order) is the default choice.
-        form.initial["template"] = form.fields["template"].queryset.values_list("pk", flat=True).first()
-    # What the user has left, shown before Start (the Start itself checks again, under a lock).
-    return render(request, "jobs/job_new.html", {"form": form, "files_dropped": bool(request.FILES),
-                                                 "quota": quota_status(request.user)})
 
 
 @login_required
@@ -102,21 +69,6 @@ def job_retry(request: HttpRequest, job_id: UUID) -> HttpResponse:
     else:
         messages.info(request, retry_refusal(job))
     return redirect("job-detail", job_id=job.id)
-
-
-@login_required
-@require_safe
-def target_detail(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
-    """One target's before and after, side by side."""
-    target = get_target_for_user(request.user, job_id, index)
-    context = {
-        "job": target.job,
-        "target": target,
-        "has_input": input_path(target) is not None,
-        "has_output": output_path(target) is not None,
-        "is_video": target.output_name.lower().endswith(VIDEO_EXTENSIONS),
-    }
-    return render(request, "jobs/target_detail.html", context)
 
 
 def can_retry(job: Job) -> bool:
