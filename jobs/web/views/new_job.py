@@ -28,7 +28,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             except StartError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
-                messages.success(request, _("Job started. This page follows its progress."))
+                messages.success(request, _("Job started. This page follows its progress."), extra_tags="job-started")
                 return redirect("job-detail", job_id=job.id)
     else:
         form = NewJobForm(user=request.user, initial={"target_folder": request.GET.get("target_folder", "")})

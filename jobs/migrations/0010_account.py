@@ -1,0 +1,7 @@
+# Reserved in the migration chain (filled by the change that needs it).
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [("jobs", "0009_uploads")]
+    operations = []
