@@ -158,10 +158,13 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
         on_progress=on_frames,
         name=name,
     )
+    # A video's faces are the most seen in one frame (people on screen at once), not detections x
+    # frames: a 4 s clip of one person is "1 person", not "100 faces".
     if res.faces_swapped == 0:
-        return Outcome(status="no_face", faces_found=res.faces_found, frames=res.frames,
+        return Outcome(status="no_face", faces_found=res.most_faces_found, frames=res.frames,
                        message="no face found in any frame; output is the re-encoded input")
-    return Outcome(status="done", faces_found=res.faces_found, faces_swapped=res.faces_swapped, frames=res.frames)
+    return Outcome(status="done", faces_found=res.most_faces_found, faces_swapped=res.most_faces_swapped,
+                   frames=res.frames)
 
 
 def timed(fn: Callable[[], Outcome]) -> tuple[Outcome, float]:

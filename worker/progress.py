@@ -20,6 +20,13 @@ rewritten atomically (temp file in the same folder + rename) after every target 
       ]
     }
 
+Videos: while a video runs, `frames_done` / `frames_total` say how far it is (`frames_total` is the
+container's count or an estimate from its duration, null when neither is known) and `seconds` is
+the time spent on it so far, so a reader can tell the time left; the record is rewritten at most
+every `FRAMES_WRITE_EVERY_S` seconds for frames (`ProgressWriter.report_frames`), and always at
+the end (then `frames_done == frames_total`). A video's `faces_found` / `faces_swapped` are the
+most seen in any one frame (people on screen at once), not detections summed over frames.
+
 Target statuses (`worker.choices.TargetStatus`): `done` (output written), `no_face` (no face
 matched: output is the unchanged input, counts as success), `skipped` (output already present from
 an earlier attempt), `failed` (no output; `message` says why in plain words), `running` (in
@@ -37,6 +44,7 @@ This module imports no numpy, OpenCV or onnxruntime: the portal imports it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -48,6 +56,10 @@ from .choices import SUCCESS_STATUSES, TARGET_STATUSES, TargetStatus  # noqa: F4
 from .layout import PROGRESS_RECORD_GLOB, progress_record_name
 
 PROGRESS_VERSION = 1
+#: the least time between two rewrites of a record for a video's frames alone: a fast GPU does
+#: 30+ frames a second, and hundreds of tasks rewriting files on shared storage that often would
+#: load it for nothing (the portal reads the records every few seconds)
+FRAMES_WRITE_EVERY_S = 2.0
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -143,10 +155,23 @@ class ProgressWriter:
     def __init__(self, progress_dir: Path, progress: TaskProgress):
         self.path = Path(progress_dir) / progress_record_name(progress.task_index)
         self.progress = progress
+        self._frames_written_at = -math.inf
 
     def flush(self) -> None:
         self.progress.updated_at = time.time()
         atomic_write_text(self.path, json.dumps(self.progress.to_dict(), ensure_ascii=False))
+
+    def report_frames(self, record: TargetRecord, done: int, total: int | None, seconds: float,
+                      now: float | None = None) -> bool:
+        """A video's frames so far (and the `seconds` spent on it). Written through when the last
+        write is FRAMES_WRITE_EVERY_S old, and always for the last frame; True when written."""
+        record.frames_done, record.frames_total, record.seconds = done, total, round(seconds, 3)
+        now = time.monotonic() if now is None else now
+        if total != done and now - self._frames_written_at < FRAMES_WRITE_EVERY_S:
+            return False
+        self._frames_written_at = now
+        self.flush()
+        return True
 
     def start_target(self, record: TargetRecord) -> TargetRecord:
         self.progress.targets.append(record)

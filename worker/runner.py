@@ -130,11 +130,11 @@ def run_task(cfg: TaskConfig) -> int:
             writer.flush()
             continue
 
-        def on_frames(done: int, total: int | None, rec=rec) -> None:
-            rec.frames_done, rec.frames_total = done, total
-            writer.flush()
-
         t1 = time.perf_counter()
+
+        def on_frames(done: int, total: int | None, rec=rec, t1=t1) -> None:
+            writer.report_frames(rec, done, total, time.perf_counter() - t1)
+
         try:
             with open_target(target.path, allowed) as opened:
                 outcome = process_target(swapper, opened.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root,

@@ -42,9 +42,12 @@ MISSING_FRAMES_TOLERATED = 2
 @dataclass
 class VideoResult:
     frames: int
-    faces_found: int  # summed over all frames
+    faces_found: int  # summed over all frames (detections x frames: not a number of people)
     faces_swapped: int
     audio: str = "none"  # "copied", "re-encoded to AAC" or "none"
+    #: the most faces seen (and swapped) in any one frame: how many people the video shows at once
+    most_faces_found: int = 0
+    most_faces_swapped: int = 0
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,8 +127,8 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
     with tempfile.TemporaryDirectory(prefix="video-", dir=tmp_root) as tmp:
         try:
             video = Path(tmp) / "video.mp4"
-            frames, found, swapped = _transcode(src.absolute(), video, info, frame_fn, Path(tmp),
-                                                max(1, int(progress_every)), on_progress, name)
+            frames, counts = _transcode(src.absolute(), video, info, frame_fn, Path(tmp),
+                                        max(1, int(progress_every)), on_progress, name)
             muxed = Path(tmp) / f"out{dst.suffix.lower()}"
             audio = _mux(video, src.absolute(), muxed, container, info)
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -133,7 +136,8 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
             os.replace(part, dst)
         finally:
             part.unlink(missing_ok=True)
-    return VideoResult(frames=frames, faces_found=found, faces_swapped=swapped, audio=audio)
+    return VideoResult(frames=frames, faces_found=counts.found, faces_swapped=counts.swapped, audio=audio,
+                       most_faces_found=counts.most_found, most_faces_swapped=counts.most_swapped)
 
 
 def _read_frame(stream: IO[bytes], shape: tuple[int, int, int]) -> np.ndarray | None:
@@ -168,12 +172,27 @@ def _stop(proc: subprocess.Popen | None) -> None:
                 pass
 
 
+@dataclass
+class FaceCounts:
+    """Faces over a video's frames: summed, and the most in any one frame."""
+
+    found: int = 0
+    swapped: int = 0
+    most_found: int = 0
+    most_swapped: int = 0
+
+    def add(self, found: int, swapped: int) -> None:
+        self.found, self.swapped = self.found + found, self.swapped + swapped
+        self.most_found, self.most_swapped = max(self.most_found, found), max(self.most_swapped, swapped)
+
+
 def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Path,
-               progress_every: int, on_progress: ProgressFn | None, name: str) -> tuple[int, int, int]:
+               progress_every: int, on_progress: ProgressFn | None, name: str) -> tuple[int, FaceCounts]:
     version = ffmpeg_version()
     shape = (info.height, info.width, 3)
     total = info.estimated_frames
-    done = found = swapped = 0
+    done = 0
+    counts = FaceCounts()
     reported: tuple[int, int | None] = (0, 0)
     dec = enc = None
     # stderr goes to files, not pipes: nobody has to drain it, so it can never block ffmpeg
@@ -197,7 +216,8 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
                 except BrokenPipeError:
                     enc.wait()
                     raise TargetError(f"video encoding failed ({_log_tail(enc_log)})") from None
-                done, found, swapped = done + 1, found + int(f), swapped + int(s)
+                done += 1
+                counts.add(int(f), int(s))
                 if on_progress and done % progress_every == 0:
                     reported = (done, max(total, done) if total else None)
                     on_progress(*reported)
@@ -220,7 +240,7 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
             _stop(enc)
     if on_progress and reported != (done, done):  # the last call always says "all frames done"
         on_progress(done, done)
-    return done, found, swapped
+    return done, counts
 
 
 def _log_tail(log: IO[bytes]) -> str:

@@ -68,3 +68,27 @@ def test_it_trusts_the_flag_over_the_message_when_both_are_there():
            "message": STOPPED_BY_TASK_END + " (a message that happens to start the same way)"}
     [t] = TaskProgress.from_dict({"job": "j", "task_index": 0, "targets": [rec]}).targets
     assert t.stopped_by_task_end is False
+
+
+def _record_on_disk(path):
+    return json.loads(path.read_text())["targets"][0]
+
+
+def test_it_writes_a_videos_frames_and_time_so_far_at_a_bounded_rate(tmp_path):
+    w = ProgressWriter(tmp_path, TaskProgress(job="j", task_index=0))
+    rec = w.start_target(TargetRecord(index=0, target="/in/v.mp4", output="v.mp4"))
+    path = tmp_path / "task-0.json"
+    assert w.report_frames(rec, 25, 1800, seconds=1.0, now=100.0)
+    assert not w.report_frames(rec, 50, 1800, seconds=2.0, now=100.5)  # too soon: memory only
+    assert _record_on_disk(path)["frames_done"] == 25
+    assert w.report_frames(rec, 1200, 1800, seconds=80.0, now=102.5)
+    doc = _record_on_disk(path)
+    assert (doc["status"], doc["frames_done"], doc["frames_total"], doc["seconds"]) == ("running", 1200, 1800, 80.0)
+
+
+def test_it_always_writes_a_videos_last_frame(tmp_path):
+    w = ProgressWriter(tmp_path, TaskProgress(job="j", task_index=0))
+    rec = w.start_target(TargetRecord(index=0, target="/in/v.mp4", output="v.mp4"))
+    w.report_frames(rec, 25, 50, seconds=1.0, now=100.0)
+    assert w.report_frames(rec, 50, 50, seconds=1.1, now=100.1)
+    assert _record_on_disk(tmp_path / "task-0.json")["frames_done"] == 50

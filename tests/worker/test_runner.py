@@ -180,3 +180,22 @@ def test_a_254_byte_name_is_processed_and_an_unwritable_output_name_fails_alone(
                                       "rename the file to something shorter")
     assert recs["a.png"].status == recs["inside.png"].status == "done"
     assert sorted(p.name for p in outputs.iterdir()) == sorted(["a.png", long, "inside.png"])  # no temp file left
+
+
+def test_a_running_video_reports_its_frames_and_ends_with_people_not_detections(config, monkeypatch):
+    seen = []
+
+    def process_target(swapper, path, out, on_frames=None, **kw):
+        if kw["name"] == "v.mp4":
+            on_frames(25, 100)
+            seen.extend(t.frames_done for t in read_progress_dir(config.manifest.progress_dir)[0].targets)
+            on_frames(100, 100)
+            return Outcome("done", 1, 1, frames=100)  # process.py counts the most faces in one frame
+        return Outcome("done", 1, 1)
+
+    monkeypatch.setattr(runner, "process_target", process_target)
+    run_task(config)
+    [task] = read_progress_dir(config.manifest.progress_dir)
+    video = task.targets[1]
+    assert seen == [None, 25]  # the image has no frames; the video's first frames were on disk while it ran
+    assert (video.frames_done, video.frames_total, video.faces_found) == (100, 100, 1)

@@ -379,3 +379,26 @@ def test_it_reads_an_opened_target_whatever_its_path_becomes(clips, tmp_path):
     with open_target(text, None) as opened:
         with pytest.raises(TargetError, match="^notes.mp4 is not a video this worker can read"):
             process_video(opened.path, tmp_path / "o.mp4", lambda f: (f, 0, 0), name=opened.name)
+
+
+def test_it_counts_the_most_faces_in_one_frame_not_faces_times_frames(clips, tmp_path):
+    seen = iter(range(10**6))
+
+    def one_person_then_two(frame):  # one face on most frames, two on frame 30 only
+        n = 2 if next(seen) == 30 else 1
+        return frame, n, n
+
+    result = process_video(clips["mp4"], tmp_path / "o.mp4", one_person_then_two)
+    assert (result.most_faces_found, result.most_faces_swapped) == (2, 2)
+    assert result.faces_found == 51  # the sum stays available (50 frames, one with two)
+
+
+def test_a_processed_video_reports_people_on_screen(clips, tmp_path):
+    from types import SimpleNamespace
+
+    from worker.manifest import EngineOptions
+    from worker.process import process_target
+
+    swapper = SimpleNamespace(options=EngineOptions(name="classic"), swap_frame=lambda f: (f, 1, 1))
+    outcome = process_target(swapper, clips["mp4"], tmp_path / "o.mp4")
+    assert (outcome.status, outcome.faces_found, outcome.faces_swapped, outcome.frames) == ("done", 1, 1, 50)
