@@ -27,7 +27,7 @@ from jobs import audit, tasks
 from jobs.models import Job, Source, Target, Template
 from jobs.errors import StartError, UploadRejected
 from jobs.quotas import check_job_size, check_quota
-from jobs.uploads import check_upload, safe_name
+from jobs.uploads import check_upload, safe_name, unique_name
 
 log = logging.getLogger(__name__)
 
@@ -105,17 +105,6 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile], t
 def _named(f: UploadedFile, name: str | None = None) -> UploadedFile:
     f.name = safe_name(name or f.name)
     return f
-
-
-def unique_name(name: str, used: set[str]) -> str:
-    """`name`, or `name-2`, `name-3` ... so that no two targets write the same output."""
-    stem, ext = posixpath.splitext(name)
-    candidate, n = name, 1
-    while candidate in used:
-        n += 1
-        candidate = f"{stem}-{n}{ext}"
-    used.add(candidate)
-    return candidate
 
 
 def is_media_name(name: str) -> bool:

@@ -2,6 +2,7 @@
 the names files are stored and handed out under."""
 from __future__ import annotations
 
+import posixpath
 import unicodedata
 import warnings
 
@@ -57,6 +58,17 @@ def safe_name(name: str) -> str:
     name = "".join("_" if unicodedata.category(c) == "Cc" else c for c in without_hidden_characters(name))
     name = name.strip().lstrip(".").strip()
     return shorten_name(name or UNNAMED)
+
+
+def unique_name(name: str, used: set[str]) -> str:
+    """`name`, or `name-2`, `name-3` ... so that no two targets write the same output."""
+    stem, ext = posixpath.splitext(name)
+    candidate, n = name, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{stem}-{n}{ext}"
+    used.add(candidate)
+    return candidate
 
 
 class _KeepEveryFile(MultiPartParser):

@@ -93,6 +93,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "jobs.web.language.AccountLanguageMiddleware",  # a user's chosen language wins over the browser's
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: turns a refused login into the lockout page (jobs.ratelimit).
@@ -184,6 +185,9 @@ MEDIA_URL = "/media-not-served/"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # bigger uploads stream to a temp file, never whole into RAM
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(2 * 1024**3))  # per file
+# Files sent ahead of Start (jobs.upload_store): one user's unused ones, at most (expiry removes them).
+UPLOADS_PENDING_MAX_FILES = envint("UPLOADS_PENDING_MAX_FILES", "2000")
+UPLOADS_PENDING_MAX_BYTES = envint("UPLOADS_PENDING_MAX_BYTES", str(20 * 1024**3))
 # Files in one request. Django's default (100) would refuse a Start of 101 uploaded targets with a
 # bare 400 before any view runs; per-user limits are the quota's targets per job (jobs.quotas).
 # Still bounded: every file of a request is parsed into a temporary file before the view runs.

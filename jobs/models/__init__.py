@@ -1,5 +1,5 @@
 """The portal's words as tables: cluster profile, template (and a job's snapshot of it), job,
-job attempt, task, target, source, quota, usage, audit entry, notification preference, API token."""
+job attempt, task, target, source, quota, usage, audit entry, notification preference, API token, upload."""
 from jobs.models.attempt import JobAttempt
 from jobs.models.audit import AuditEntry
 from jobs.models.cluster_profile import ClusterProfile
@@ -9,8 +9,9 @@ from jobs.models.quota import Quota
 from jobs.models.snapshot import TemplateSnapshot
 from jobs.models.template import Template
 from jobs.models.token import ApiToken
+from jobs.models.upload import Upload, UploadKind, UploadPolicy, UploadStatus
 from jobs.models.usage import UsageRecord
 
 __all__ = ["ApiToken", "AuditEntry", "ClusterProfile", "EmailNotice", "Job", "JobAttempt", "JobStatus", "NoticeKind",
            "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Template",
-           "TemplateSnapshot", "UsageRecord"]
+           "TemplateSnapshot", "Upload", "UploadKind", "UploadPolicy", "UploadStatus", "UsageRecord"]

@@ -2,24 +2,37 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from jobs.web.forms import RateLimitedAuthenticationForm
-from jobs.web.views import files, folders, live, new_job, pages, results, usage
+from jobs.web.views import account, sources
+from jobs.web.views import files, folders, live, new_job, pages, results, uploads, usage
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(
         redirect_authenticated_user=True, authentication_form=RateLimitedAuthenticationForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/setlang/", account.set_language, name="set_language"),  # Django's, remembered for the user
     path("i18n/", include("django.conf.urls.i18n")),
     path("", pages.job_list, name="job-list"),
     path("jobs/new", new_job.job_new, name="job-new"),
+    path("uploads/", uploads.uploads, name="uploads"),
+    path("uploads/<uuid:upload_id>", uploads.upload, name="upload"),
+    path("uploads/<uuid:upload_id>/preview", uploads.upload_preview, name="upload-preview"),
     path("jobs/live.json", live.jobs_live, name="jobs-live"),
     path("folders", folders.folder_browse, name="folder-browse"),
     path("usage", usage.usage, name="usage"),
     path("usage.csv", usage.usage_csv, name="usage-csv"),
-    path("usage/email", usage.notification_settings, name="notification-settings"),
+    path("account", account.account, name="account"),
+    path("account/email", account.email_change, name="account-email"),
+    path("account/email/<str:token>", account.email_confirm, name="account-email-confirm"),
+    path("account/language", account.language_settings, name="account-language"),
+    path("account/notifications", account.notification_settings, name="notification-settings"),
+    path("account/password", account.PasswordChange.as_view(), name="password-change"),
+    path("usage/email", account.notification_settings),  # the old address of the email settings
     path("jobs/<uuid:job_id>", pages.job_detail, name="job-detail"),
     path("jobs/<uuid:job_id>/live.json", live.job_live, name="job-live"),
     path("jobs/<uuid:job_id>/cancel", pages.job_cancel, name="job-cancel"),
     path("jobs/<uuid:job_id>/retry", pages.job_retry, name="job-retry"),
+    path("jobs/<uuid:job_id>/targets/<int:index>/replace", pages.target_replace, name="job-target-replace"),
+    path("jobs/<uuid:job_id>/sources/<int:n>", sources.job_source, name="job-source"),
     path("jobs/<uuid:job_id>/targets/<int:index>", results.target_detail, name="job-target"),
     path("jobs/<uuid:job_id>/outputs/<int:index>", files.job_output, name="job-output"),
     path("jobs/<uuid:job_id>/thumbs/<int:index>", files.job_thumb, name="job-thumb"),

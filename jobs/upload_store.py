@@ -1,0 +1,176 @@
+"""Files sent ahead of Start: created, appended to piece by piece, checked, claimed by a Start,
+removed, expired. The tus views (jobs/web/views/uploads.py) and Start (jobs/start.py) call these.
+
+Bounded whatever is sent: a piece is copied to disk 64 KiB at a time, never held whole; a user's
+unused uploads are limited in number and bytes (UPLOADS_PENDING_MAX_*), so an abandoned form
+cannot fill the disk before expiry removes it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Sum
+from django.template.defaultfilters import filesizeformat
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from jobs.errors import PortalError
+from jobs.models import Upload, UploadKind, UploadPolicy, UploadStatus
+from jobs.models.upload import upload_dir
+from jobs.upload_checks import check_arrived
+from jobs.uploads import safe_name, unique_name
+
+log = logging.getLogger(__name__)
+
+#: bytes read from the request and written at a time
+COPY_BYTES = 64 * 1024
+
+
+class UploadRefused(PortalError):
+    """A request about an upload that cannot be honoured; `status` is the HTTP status to answer."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+def create(user, kind: str, name: str, size: int) -> Upload:
+    """A new, empty upload of `size` bytes; UploadRefused when it is too big or too many are waiting."""
+    if kind not in UploadKind.values:
+        raise UploadRefused(_("Unknown kind of file."), 400)
+    if size <= 0:
+        raise UploadRefused(_("The file is empty (0 bytes); choose it again."), 400)
+    if size > settings.UPLOAD_MAX_BYTES:
+        raise UploadRefused(_("%(name)s is %(size)s, over the limit of %(limit)s per file.") % {
+            "name": name, "size": filesizeformat(size), "limit": filesizeformat(settings.UPLOAD_MAX_BYTES)}, 413)
+    waiting = Upload.objects.of(user).aggregate(n=Count("pk"), bytes=Sum("size"))
+    if waiting["n"] >= settings.UPLOADS_PENDING_MAX_FILES:
+        raise UploadRefused(_("You have %(n)s files waiting to be used; start a job with them or remove some first.")
+                            % {"n": waiting["n"]}, 429)
+    if (waiting["bytes"] or 0) + size > settings.UPLOADS_PENDING_MAX_BYTES:
+        raise UploadRefused(_("Your files waiting to be used would pass %(limit)s; start a job with them or remove some first.")
+                            % {"limit": filesizeformat(settings.UPLOADS_PENDING_MAX_BYTES)}, 413)
+    folder = upload_dir(user.pk)
+    _private_dirs(folder)
+    upload = Upload(owner=user, kind=kind, name=name[:500] or "file", size=size)
+    upload.touch()
+    fd = os.open(upload.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    try:
+        upload.save()
+    except Exception:
+        upload.path.unlink(missing_ok=True)
+        raise
+    return upload
+
+
+def append(upload: Upload, offset: int, stream, length: int | None) -> Upload:
+    """Write the bytes of `stream` at `offset` (which must be where the upload stopped), then check
+    the file if it is complete. Returns the upload as it now is."""
+    if upload.is_complete:
+        if offset == upload.size:
+            return upload  # a repeated last piece: nothing to add
+        raise UploadRefused(_("This file has already been sent in full."), 409)
+    if offset != upload.offset:
+        raise UploadRefused(_("The upload and the server disagree on how much was sent; it resumes from the server's count."), 409)
+    room = upload.size - offset
+    if length is not None and length > room:
+        raise UploadRefused(_("More bytes were sent than the file has."), 400)
+    written = 0
+    with open(upload.path, "r+b") as out:
+        out.seek(offset)
+        while written < room:
+            piece = stream.read(min(COPY_BYTES, room - written))
+            if not piece:
+                break
+            out.write(piece)
+            written += len(piece)
+        if stream.read(1):
+            raise UploadRefused(_("More bytes were sent than the file has."), 400)
+    # Only the request that saw the same offset moves it: two pieces racing cannot both count.
+    moved = Upload.objects.filter(pk=upload.pk, offset=offset).update(
+        offset=offset + written, received=F("received") + written, updated_at=timezone.now(),
+        expires_at=timezone.now() + UploadPolicy.current().expiry)
+    if not moved:
+        raise UploadRefused(_("The upload and the server disagree on how much was sent; it resumes from the server's count."), 409)
+    upload.refresh_from_db()
+    if upload.is_complete and upload.status == UploadStatus.RECEIVING:
+        check_arrived(upload)
+    return upload
+
+
+def remove(upload: Upload) -> None:
+    upload.remove_files()
+    upload.delete()
+
+
+@dataclass
+class Claimed:
+    """An upload moved into a job: where its bytes now are, and the names to store them under."""
+
+    upload: Upload
+    path: Path  # relative to MEDIA_ROOT
+
+
+def claim(uploads: list[Upload], folder: Path) -> list[Claimed]:
+    """Move the uploads' files into `folder` (a job's sources/ or targets/), keeping their order and
+    giving each a unique safe name. The caller deletes the rows in its transaction; on failure it calls
+    `unclaim`, which puts the files back, so a Start that fails loses nothing that was sent."""
+    _private_dirs(folder)
+    used: set[str] = set()
+    moved: list[Claimed] = []
+    root = Path(settings.MEDIA_ROOT)
+    try:
+        for upload in uploads:
+            name = unique_name(safe_name(upload.name), used)
+            dest = folder / name
+            os.replace(upload.path, dest)
+            moved.append(Claimed(upload, dest.relative_to(root)))
+    except OSError:
+        unclaim(moved)
+        raise
+    return moved
+
+
+def unclaim(claimed: list[Claimed]) -> None:
+    root = Path(settings.MEDIA_ROOT)
+    for c in claimed:
+        try:
+            os.replace(root / c.path, c.upload.path)
+        except OSError as exc:  # pragma: no cover - the job's folder vanished under us
+            log.error("could not put upload %s back: %s", c.upload.id, exc)
+
+
+def expire(now=None) -> int:
+    """Delete the uploads no Start used in time (UploadPolicy); returns how many."""
+    n = 0
+    for upload in Upload.objects.expired(now).iterator(chunk_size=500):
+        with transaction.atomic():
+            if Upload.objects.filter(pk=upload.pk).expired(now).delete()[0]:
+                upload.remove_files()
+                n += 1
+    if n:
+        log.info("removed %d unused upload(s)", n)
+    return n
+
+
+def keep_alive(uploads) -> None:
+    """Push back the expiry of uploads the user is looking at (shown on the form again)."""
+    Upload.objects.filter(pk__in=[u.pk for u in uploads]).update(
+        expires_at=timezone.now() + UploadPolicy.current().expiry)
+
+
+def _private_dirs(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # mkdir's mode is masked by the umask: make sure, for every level the portal made
+    root = Path(settings.MEDIA_ROOT)
+    for p in [folder, *folder.parents]:
+        if p == root or root not in p.parents:
+            break
+        if p.stat().st_mode & 0o077:
+            os.chmod(p, 0o700)
