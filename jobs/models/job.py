@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from worker.choices import SUCCESS_STATUSES, TARGET_STATUSES
 from worker.layout import JobFolder
+from worker.manifest import VIDEO_EXTENSIONS
 
 from jobs.models.snapshot import TemplateSnapshot
 
@@ -184,7 +185,12 @@ class Target(models.Model):
     message = models.TextField(blank=True)
     faces_found = models.PositiveIntegerField(default=0)
     faces_swapped = models.PositiveIntegerField(default=0)
+    #: time spent on it: the whole run once it ended; for a video still running, the time so far
     seconds = models.FloatField(null=True, blank=True)
+    #: a video's frames done and in all (from the worker's record as it goes; total may be an
+    #: estimate, or unknown); both empty for a photo
+    frames_done = models.PositiveIntegerField(null=True, blank=True)
+    frames_total = models.PositiveIntegerField(null=True, blank=True)
     output_file = models.CharField(max_length=1000, blank=True)  # local path of the fetched output
     thumbnail_file = models.CharField(max_length=1000, blank=True)
     #: failed because its task died (out of memory, node failure, time limit ...), not for its own
@@ -203,6 +209,29 @@ class Target(models.Model):
     @property
     def is_ok(self) -> bool:
         return self.status in OK_TARGET_STATUSES
+
+    @property
+    def is_video(self) -> bool:
+        return is_video_name(self.name)
+
+    @property
+    def seconds_left(self) -> float | None:
+        """About how long a running video still needs, from its pace so far; None when unknown."""
+        return seconds_left(self.seconds, self.frames_done, self.frames_total)
+
+
+def is_video_name(name: str) -> bool:
+    """Whether a target's name is a video's (the worker's own list of extensions)."""
+    return (name or "").lower().endswith(VIDEO_EXTENSIONS)
+
+
+def seconds_left(seconds: float | None, done: int | None, total: int | None) -> float | None:
+    """The time a video still needs at the pace so far (`seconds` for `done` frames of `total`);
+    None before its first frames or when its length is unknown. static/js/live/job_targets.js
+    computes the same from the live snapshot."""
+    if not seconds or not done or not total or done >= total:
+        return None
+    return seconds * (total - done) / done
 
 
 class Task(models.Model):

@@ -41,12 +41,14 @@ def target_rows(job_pks: list) -> dict[object, tuple[TargetRow, ...]]:
     values = (Target.objects.filter(job__in=job_pks).order_by("job_id", "index")
               .annotate(job_key=Cast("job_id", CharField()))
               .values_list("job_key", "index", "task_index", "status", "message", "faces_found", "faces_swapped",
-                           "seconds", "failed_with_task", "output_file", "fetch_asked_at"))
-    for key, index, task_index, status, message, found, swapped, seconds, with_task, output, asked in values:
+                           "seconds", "frames_done", "frames_total", "failed_with_task", "output_file",
+                           "fetch_asked_at"))
+    for (key, index, task_index, status, message, found, swapped, seconds, frames_done, frames_total, with_task,
+         output, asked) in values:
         out.setdefault(by_key[uuid_key(key)], []).append(TargetRow(
             index=index, task_index=task_index, status=status, message=message, faces_found=found,
-            faces_swapped=swapped, seconds=seconds, failed_with_task=with_task, has_output=bool(output),
-            fetch_asked_at=asked))
+            faces_swapped=swapped, seconds=seconds, frames_done=frames_done, frames_total=frames_total,
+            failed_with_task=with_task, has_output=bool(output), fetch_asked_at=asked))
     return {pk: tuple(rows) for pk, rows in out.items()}
 
 

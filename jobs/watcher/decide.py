@@ -74,6 +74,8 @@ class TargetRow:
     faces_found: int = 0
     faces_swapped: int = 0
     seconds: float | None = None
+    frames_done: int | None = None
+    frames_total: int | None = None
     failed_with_task: bool = False
     has_output: bool = False
     fetch_asked_at: datetime | None = None
@@ -224,10 +226,20 @@ def _recorded(task: TaskRow, st: SlurmTask, state: str, reason: str) -> dict:
 
 
 def target_fields(record) -> dict:
-    """What a worker's record of one target sets on its row."""
+    """What a worker's record of one target sets on its row (a video's frames as it runs, too)."""
     return {"status": record.status, "message": record.message[:2000], "faces_found": record.faces_found,
             "faces_swapped": record.faces_swapped, "seconds": record.seconds,
+            "frames_done": _count_or_none(getattr(record, "frames_done", None)),
+            "frames_total": _count_or_none(getattr(record, "frames_total", None)),
             "failed_with_task": record.status == "failed" and bool(getattr(record, "stopped_by_task_end", False))}
+
+
+def _count_or_none(value) -> int | None:
+    """A frame count as the row stores it: a whole number >= 0, or None (a record is the worker's
+    word, but an odd value must never stop the watcher's cycle)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        return None
+    return min(int(value), 2**31 - 1)
 
 
 def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tails: dict[int, str],

@@ -18,7 +18,7 @@ from worker.manifest import VIDEO_EXTENSIONS
 
 from jobs.live.protocol import Publisher
 from jobs.models import Job, Target
-from jobs.models.job import OK_TARGET_STATUSES
+from jobs.models.job import OK_TARGET_STATUSES, is_video_name
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,25 @@ def make_thumbnail(src_path: str, dst_path: str, size: int = 320) -> bool:
         return False
 
 
+def make_video_poster(src_path: str, dst_path: str) -> bool:
+    """A video's poster, shown where a photo shows its thumbnail: one frame of the swapped video a
+    second in (the New job page's upload check makes the input's the same way), as a JPEG at most
+    320 pixels wide. True when written; like `make_thumbnail`, never raises (no poster only means
+    the page shows a placeholder)."""
+    from jobs.upload_checks import _save_poster  # the one ffmpeg command for a video's poster
+    from worker.video import probe_video
+
+    dst = Path(dst_path)
+    try:
+        duration = probe_video(src_path).duration
+        dst.parent.mkdir(parents=True, exist_ok=True)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.info("no poster for %s: %s", src_path, exc)
+        return False
+    _save_poster(Path(src_path), dst, duration)
+    return dst.is_file()
+
+
 def _flatten(im: Image.Image) -> Image.Image:
     """RGB on white: transparent PNG/WebP areas would turn black in a JPEG."""
     im = im.convert("RGBA")
@@ -98,7 +117,8 @@ def fetch_output(runner, job: Job, folder: JobFolder, target: Target) -> None:
     runner.get_file(folder.output(target.output_name), str(local))
     thumb = job.media_dir / "thumbs" / (Path(target.output_name).stem + ".jpg")
     fields = {"output_file": str(local)}
-    if make_thumbnail(str(local), str(thumb)):
+    made = make_video_poster if is_video_name(target.output_name) else make_thumbnail
+    if made(str(local), str(thumb)):
         fields["thumbnail_file"] = str(thumb)
     Target.objects.filter(pk=target.pk).update(**fields)
     for k, v in fields.items():
