@@ -1,6 +1,8 @@
-"""Email notifications: what each user wants to be told, and what the portal told whom.
+"""A user's choices (which emails, which language), and what the portal emailed whom.
 
 `NotificationPreference` is a user's opt-out (no row means "yes, email me": the defaults).
+`LanguagePreference` is the language a user chose for the portal (no row, or "", means "follow my
+browser": its Accept-Language decides).
 `EmailNotice` is one email the portal decided to send, with its outcome. Its unique `key` is
 what makes a notice go out once: "job:<uuid>" for a job's end, "quota:80:2026-07:<user id>" for
 a quota threshold in a month. The row is claimed (inserted) BEFORE the send, so two workers
@@ -31,6 +33,39 @@ class NotificationPreference(models.Model):
     def for_user(cls, user) -> "NotificationPreference":
         """The user's preferences; an unsaved default row when they never changed them."""
         return cls.objects.filter(user=user).first() or cls(user=user)
+
+
+class LanguagePreference(models.Model):
+    """The portal's language for one user. Missing row or "" = follow the browser's preference.
+
+    Applied on every request of a logged-in user by `jobs.web.language.AccountLanguageMiddleware`;
+    the language switch in the top bar and the account page both write it.
+    """
+
+    #: what `language` holds when the user follows their browser
+    FOLLOW_BROWSER = ""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="language_preference")
+    # One of settings.LANGUAGES' codes, or "" (checked by the form and the switch, not by choices:
+    # the list of languages is a setting, and a setting must not change the schema).
+    language = models.CharField(_("language"), max_length=16, blank=True, default=FOLLOW_BROWSER)
+
+    class Meta:
+        verbose_name = _("language preference")
+        verbose_name_plural = _("language preferences")
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.language or 'browser'}"
+
+    @classmethod
+    def language_of(cls, user) -> str:
+        """The language code `user` chose, or "" when they follow their browser."""
+        return cls.objects.filter(user=user).values_list("language", flat=True).first() or cls.FOLLOW_BROWSER
+
+    @classmethod
+    def choose(cls, user, language: str) -> None:
+        """Remember `language` ("" = follow the browser) for `user`."""
+        cls.objects.update_or_create(user=user, defaults={"language": language})
 
 
 class NoticeKind(models.TextChoices):

@@ -1,4 +1,5 @@
-"""Email notifications: a job ended, and a user's monthly GPU-hours reached 80 % or 100 %.
+"""Email notifications: a job ended, a user's monthly GPU-hours reached 80 % or 100 %, and the
+emails of an email address change (the link to the new address, the notice to the old one).
 
 Flow: `jobs.watcher.poll.finish_job` decides a job's final state, charges its usage in the same
 transaction, and on commit calls `jobs.tasks.enqueue_after_finish(job)`, which puts two RQ tasks on the
@@ -25,11 +26,13 @@ from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core import signing
 from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils import translation
 from django.utils.translation import gettext as _
 
 from jobs import quotas
@@ -40,7 +43,8 @@ from jobs.models import EmailNotice, Job, JobStatus, NoticeKind, NoticeStatus, N
 log = logging.getLogger(__name__)
 
 __all__ = ["QUOTA_THRESHOLDS", "job_subject", "charged_gpu_quota", "notify_job_finished",
-           "notify_quota"]
+           "notify_quota", "email_change_token", "read_email_change_token", "send_email_change_link",
+           "send_email_changed_notice"]
 
 #: what starts every subject, so people can filter the portal's mail
 SUBJECT_TAG = "[FaceFusion Portal]"
@@ -92,7 +96,7 @@ def notify_job_finished(job_id: str) -> str:
     context = {
         "job": job, "name": display_name(job), "user_name": user.get_full_name() or user.get_username(),
         "url": absolute_url(reverse("job-detail", args=[job.id])),
-        "settings_url": absolute_url(reverse("usage") + "#email"),
+        "settings_url": absolute_url(reverse("account") + "#notifications"),
         "template_name": job.snapshot.name,
         "gpu_hours": usage.gpu_hours if usage else None,
     }
@@ -169,7 +173,7 @@ def notify_quota(user_id: int, now: datetime | None = None) -> list[str]:
             context = {"user_name": user.get_full_name() or user.get_username(), "quota": quota, "percent": pct,
                        "month": period, "reset": resets_on(now),
                        "usage_url": absolute_url(reverse("usage")),
-                       "settings_url": absolute_url(reverse("usage") + "#email")}
+                       "settings_url": absolute_url(reverse("account") + "#notifications")}
             _send(notice, "email/quota", context)
     return decided
 
@@ -183,6 +187,65 @@ def _quota_subject(pct: int, quota: GpuQuota) -> str:
         text = (_("You have used all your GPU-hours this month (%(used)s of %(limit)s)") if pct >= 100
                 else _("You have used 80 %% of your GPU-hours this month (%(used)s of %(limit)s)"))
     return f"{SUBJECT_TAG} {text % values}"
+
+
+# ---- a new email address ----------------------------------------------------------------------
+
+#: how long the link that confirms a new email address works (seconds)
+EMAIL_CHANGE_MAX_AGE = 24 * 3600
+_EMAIL_CHANGE_SALT = "jobs.account.email-change"
+
+
+def email_change_token(user, new_email: str) -> str:
+    """A signed, timestamped token saying "`user` may change their address from the current one to
+    `new_email`". It names the current address, so it stops working once the address changed."""
+    return signing.dumps({"user": user.pk, "old": user.email, "new": new_email}, salt=_EMAIL_CHANGE_SALT)
+
+
+def read_email_change_token(token: str) -> dict:
+    """The token's {"user", "old", "new"}; raises signing.SignatureExpired after EMAIL_CHANGE_MAX_AGE,
+    signing.BadSignature when it was not made here (or was changed)."""
+    return signing.loads(token, salt=_EMAIL_CHANGE_SALT, max_age=EMAIL_CHANGE_MAX_AGE)
+
+
+def send_email_change_link(user_id: int, new_email: str, language: str) -> bool:
+    """RQ task: email `new_email` the link that makes it the user's address. False when the user is gone."""
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None:
+        return False
+    url = absolute_url(reverse("account-email-confirm", args=[email_change_token(user, new_email)]))
+    with translation.override(language or settings.LANGUAGE_CODE):
+        context = {"user_name": user.get_full_name() or user.get_username(), "username": user.get_username(),
+                   "url": url, "hours": EMAIL_CHANGE_MAX_AGE // 3600, "new_email": new_email}
+        _send_account_email(new_email, _("Confirm your new email address"), "email/email_change_link", context)
+    return True
+
+
+def send_email_changed_notice(user_id: int, old_email: str, language: str) -> bool:
+    """RQ task: tell the OLD address that the account's email address changed (someone who took over
+    a session learns nothing from it, but the owner learns that it happened)."""
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None or not old_email:
+        return False
+    with translation.override(language or settings.LANGUAGE_CODE):
+        context = {"user_name": user.get_full_name() or user.get_username(), "username": user.get_username(),
+                   "new_email": user.email, "account_url": absolute_url(reverse("account"))}
+        _send_account_email(old_email, _("Your email address was changed"), "email/email_change_notice", context)
+    return True
+
+
+def _send_account_email(to: str, subject: str, template: str, context: dict) -> None:
+    """Send `<template>.txt` and `.html` to `to`. A send error is raised: RQ keeps the failed task
+    (its error never holds the SMTP password); these emails are not notices, so no EmailNotice row."""
+    message = EmailMultiAlternatives(subject=f"{SUBJECT_TAG} {subject}", body=render_to_string(f"{template}.txt", context),
+                                     from_email=settings.DEFAULT_FROM_EMAIL, to=[to],
+                                     headers={"Auto-Submitted": "auto-generated"})
+    message.attach_alternative(render_to_string(f"{template}.html", context), "text/html")
+    try:
+        message.send()
+    except Exception as exc:  # noqa: BLE001 - re-raised without the SMTP password in its text
+        raise RuntimeError(_without_secrets(f"{type(exc).__name__}: {exc}")) from None
+    log.info("account email %s sent to %s", template, to)
 
 
 # ---- sending ----------------------------------------------------------------------------------

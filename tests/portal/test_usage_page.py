@@ -1,4 +1,4 @@
-"""The usage page (/usage), its CSV, the email settings form, and the admin usage report."""
+"""The usage page (/usage), its CSV, the email settings form (on the account page), and the admin usage report."""
 import csv
 import io
 import re
@@ -47,7 +47,7 @@ def test_it_shows_this_months_gpu_hours_the_chart_and_the_jobs(client, owner, st
     charged(stranger, template, 36000, name="Not yours")
     client.force_login(owner)
     body = client.get(reverse("usage")).content.decode()
-    assert 'data-usage="gpu-hours">2.00<' in body
+    assert 'data-usage="gpu-hours">2<' in body
     chart = bars(body)
     assert len(chart) == 12
     this, two_back = last_months(12)[-1], last_months(12)[-3]
@@ -56,13 +56,13 @@ def test_it_shows_this_months_gpu_hours_the_chart_and_the_jobs(client, owner, st
     assert body.count("<rect") == 2  # a bar for each month with usage, none for empty months
     assert "Holiday photos" in body and "Wedding" in body and "Old job" not in body  # this month's jobs
     assert "Not yours" not in body
-    assert re.search(r'data-usage="job-gpu-hours">1.50<', body)
+    assert re.search(r'data-usage="job-gpu-hours">1.5<', body)
 
 
 def test_an_empty_month_says_so(client, owner):
     client.force_login(owner)
     body = client.get(reverse("usage")).content.decode()
-    assert 'data-usage="gpu-hours">0.00<' in body and "No job has ended this month yet." in body
+    assert 'data-usage="gpu-hours">0<' in body and "No job has ended this month yet." in body
     assert "No GPU time used in these months." in body
 
 
@@ -99,16 +99,34 @@ def test_the_csv_lists_every_charged_job_of_the_user(client, owner, stranger, te
 
 def test_the_email_settings_form_saves_the_opt_out(client, owner):
     client.force_login(owner)
-    body = client.get(reverse("usage")).content.decode()
+    assert f'href="{reverse("account")}#notifications"' in client.get(reverse("usage")).content.decode()
+    body = client.get(reverse("account")).content.decode()
     assert 'name="job_emails"' in body and "alice@example.org" in body
     r = client.post(reverse("notification-settings"), {"quota_emails": "on"})
-    assert r.status_code == 302 and r["Location"].endswith(reverse("usage") + "#email")
+    assert r.status_code == 302 and r["Location"].endswith(reverse("account") + "#notifications")
     pref = NotificationPreference.objects.get(user=owner)
     assert (pref.job_emails, pref.quota_emails) == (False, True)
-    client.post(reverse("notification-settings"), {"job_emails": "on", "quota_emails": "on"})
+    client.post("/usage/email", {"job_emails": "on", "quota_emails": "on"})  # the old address still saves
     pref.refresh_from_db()
     assert (pref.job_emails, pref.quota_emails) == (True, True)
     assert NotificationPreference.objects.count() == 1
+
+
+def test_the_text_and_the_chart_round_alike(client, owner, template):
+    charged(owner, template, 180)  # 0.05 GPU-hours: the chart once said 0.1 next to a text saying 0.05
+    client.force_login(owner)
+    body = client.get(reverse("usage")).content.decode()
+    assert 'data-usage="gpu-hours">0.05<' in body
+    label = re.search(r'<text [^>]*fill="#414a5c">([^<]+)</text>', body).group(1)
+    assert label == "0.05"
+    assert re.search(r'data-usage="job-gpu-hours">0.05<', body)
+
+
+def test_the_month_line_reads_as_a_sentence(client, owner, template):
+    charged(owner, template, 3600, cpu_seconds=5400)
+    client.force_login(owner)
+    body = client.get(reverse("usage")).content.decode()
+    assert "1 job ended · 1.5 CPU-hours" in re.sub(r"\s+", " ", body)
 
 
 def test_the_email_settings_form_takes_post_only(client, owner):

@@ -1,5 +1,5 @@
 """The usage page (/usage): this month's GPU-hours, the last 12 months as a chart, this month's
-jobs, a CSV export of every charged job, and the user's email settings."""
+jobs, and a CSV export of every charged job. (The email settings are on the account page.)"""
 from __future__ import annotations
 
 import csv
@@ -7,19 +7,15 @@ import dataclasses
 import io
 from datetime import date
 
-from django import forms
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.shortcuts import render
 from django.utils import timezone
-from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_safe
 
 from jobs.usage.accounting import MonthUsage, usage_by
-from jobs.models import NotificationPreference, UsageRecord
+from jobs.models import UsageRecord
 from jobs.quotas import quota_status
 from jobs.results import OnePieceAtATime
 
@@ -86,12 +82,6 @@ def bar_chart(months: list[MonthUsage], current: date | None = None) -> BarChart
 
 # ---- pages --------------------------------------------------------------------------------------
 
-class NotificationPreferenceForm(forms.ModelForm):
-    class Meta:
-        model = NotificationPreference
-        fields = ["job_emails", "quota_emails"]
-
-
 @login_required
 @require_safe
 def usage(request: HttpRequest) -> HttpResponse:
@@ -109,19 +99,8 @@ def usage(request: HttpRequest) -> HttpResponse:
         "anchor": "#jobs",
         "quota": status.gpu,  # the tightest GPU-hour limit, counted as Start counts it
         "resets_on": status.resets_on,
-        "form": NotificationPreferenceForm(instance=NotificationPreference.for_user(request.user)),
     }
     return render(request, "jobs/usage.html", context)
-
-
-@login_required
-@require_POST
-def notification_settings(request: HttpRequest) -> HttpResponse:
-    form = NotificationPreferenceForm(request.POST, instance=NotificationPreference.for_user(request.user))
-    if form.is_valid():
-        form.save()
-        messages.success(request, _("Your email settings are saved."))
-    return redirect(reverse("usage") + "#email")
 
 
 #: the CSV's columns (one row per charged job)
