@@ -151,7 +151,7 @@ def test_a_finished_job_emails_its_owner(fake, owner, template, inbox, rq_defaul
     link = f"{SITE}/jobs/{job.id}"
     assert link in body["text/plain"] and f'href="{link}"' in body["text/html"]
     assert "3 of 4" in body["text/plain"] and "1 of 4 images failed" in body["text/plain"]
-    assert f"{SITE}/usage#email" in body["text/plain"]  # where to turn them off
+    assert f"{SITE}/account#notifications" in body["text/plain"]  # where to turn them off
     notice = EmailNotice.objects.get(job=job)
     assert notice.status == NoticeStatus.SENT and notice.sent_at and notice.to == "alice@example.org"
 
