@@ -31,10 +31,11 @@ def lock_quota_subjects(user) -> None:
 
 
 def check_quota(user, template: Template, n_targets: int | None,
-                upload_sizes: Iterable[tuple] = (), now: datetime | None = None) -> None:
+                upload_sizes: Iterable[tuple] = (), now: datetime | None = None, frames: int = 0) -> None:
     """Raise QuotaExceeded when this Start would go past a quota of `user`.
 
     n_targets: targets of the job; None for a folder (counted later: see check_folder_targets).
+    frames: the frames of the videos among them (duration x frame rate, summed): see estimate_gpu_hours.
     upload_sizes: (file name, size in bytes[, form field]) of every uploaded file.
 
     Call it INSIDE the transaction that then creates the job, BEFORE the job row: it locks the
@@ -69,7 +70,7 @@ def check_quota(user, template: Template, n_targets: int | None,
         if b.used + 1 > b.limit:
             raise QuotaExceeded(_jobs_message(b), None)
 
-    need = estimate_gpu_hours(template, n_targets if n_targets is not None else chunk_size_of(template))
+    need = estimate_gpu_hours(template, n_targets if n_targets is not None else chunk_size_of(template), frames)
     if need > 0:
         for b in gpu_budgets(user, now, quotas):
             if b.used + need > b.limit:

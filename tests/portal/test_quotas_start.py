@@ -142,7 +142,7 @@ def test_it_shows_what_is_left_before_start(client, owner, team, template):
     assert f"resets on {reset.day} {reset:%B}" in body
     assert "1 of 3 waiting or running" in body
     assert "up to 1,000" in body and "up to 200 MB per file" in body
-    assert "about 0.5 GPU-hours per 100 images" in body  # quick-gpu: 50 tasks x 36 s on 1 GPU
+    assert "about 0.5 GPU-hours per 100 photos" in body  # quick-gpu: 50 tasks x 36 s on 1 GPU
     assert 'data-chunk="2"' in body and 'data-gpus="1"' in body and 'data-cap="600"' in body
     assert "js/estimate.js" in body
 

@@ -1,20 +1,31 @@
-"""The New job page's estimate: `{% load quota %}{% template_estimate t as est %}`.
+"""The New job page's template cards and estimate: `{% load quota %}{% template_estimate t as est %}`.
 
-`est.per_100` is the GPU-hours of 100 images on template `t`, in words ("0.9"); the other keys are
-the numbers static/js/estimate.js needs to redo `jobs.quotas.estimate_gpu_hours` for the number
-of files chosen, as plain (never localised) strings for data attributes.
+`est.per_100` is the GPU-hours of 100 images on template `t`, in words ("0.9"); `est.speed` says
+how long 100 photos take ("about 3 minutes for 100 photos") from the template's measured history,
+or from the admin's seconds-per-image figure while there is too little of it; `est.limit` is the
+time limit in plain words ("20 minutes"); `est.gpu` the GPUs ("1 GPU", "2 GPUs (NVIDIA H200)").
+The other keys are the numbers static/js/estimate.js needs to redo
+`jobs.quotas.estimate_gpu_hours` for the files chosen, as plain (never localised) strings.
 """
 from __future__ import annotations
 
 import math
+import re
 
 from django import template
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from cluster import time_limit_seconds
 
 from jobs.quotas import DEFAULT_SECONDS_PER_IMAGE, MODEL_LOAD_SECONDS, estimate_gpu_hours, format_hours
+from jobs.quotas.estimate import measured_seconds_per_photo
 
 register = template.Library()
+
+#: a GPU type that reads as a product name (h200, a100, nvidia_l40s, tesla-v100): shown as
+#: "NVIDIA H200"; any other code (gpu, big, type1) is the cluster's own word and is not shown
+_GPU_PRODUCT = re.compile(r"(?:nvidia[-_ ]?)?(?:tesla[-_ ]?)?([ahlvtpk]\d{2,3}[a-z]{0,3})", re.IGNORECASE)
 
 
 @register.simple_tag
@@ -26,12 +37,55 @@ def template_estimate(t) -> dict:
     per_image = t.seconds_per_image if t.seconds_per_image is not None else DEFAULT_SECONDS_PER_IMAGE
     return {
         "per_100": format_hours(estimate_gpu_hours(t, 100)),
+        "speed": speed_words(t),
+        "limit": plain_duration(cap) if cap and cap != math.inf else "",
+        "gpu": gpu_words(t.gpu_count or 0, t.gpu_type),
         "chunk": str(max(1, t.chunk_size or 1)),
         "per_image": repr(float(per_image)),
         "cap": str(cap if cap and cap != math.inf else 0),
         "gpus": str(t.gpu_count or 0),
         "load": str(MODEL_LOAD_SECONDS),
     }
+
+
+def speed_words(t) -> str:
+    """"about 3 minutes for 100 photos": measured on the template's last jobs, else the admin's figure."""
+    per_photo, measured = measured_seconds_per_photo(t)
+    if per_photo is None:
+        per_photo = t.seconds_per_image if t.seconds_per_image is not None else DEFAULT_SECONDS_PER_IMAGE
+        return _("about %(time)s for 100 photos (an estimate: not measured yet)") % {
+            "time": plain_duration(100 * per_photo + MODEL_LOAD_SECONDS)}
+    return ngettext("about %(time)s for 100 photos (measured on %(n)s recent photo)",
+                    "about %(time)s for 100 photos (measured on %(n)s recent photos)", measured) % {
+        "time": plain_duration(100 * per_photo + MODEL_LOAD_SECONDS), "n": measured}
+
+
+def plain_duration(seconds: float) -> str:
+    """A time as people say it, rounded: "45 seconds", "3 minutes", "1 hour 30 minutes", "2 days"."""
+    s = max(0, round(seconds))
+    if s < 90:
+        return ngettext("%(n)s second", "%(n)s seconds", s) % {"n": s}
+    minutes = round(s / 60)
+    if minutes < 60:
+        return ngettext("%(n)s minute", "%(n)s minutes", minutes) % {"n": minutes}
+    hours, minutes = divmod(minutes, 60)
+    if hours >= 48:
+        days = round(hours / 24)
+        return ngettext("%(n)s day", "%(n)s days", days) % {"n": days}
+    text = ngettext("%(n)s hour", "%(n)s hours", hours) % {"n": hours}
+    if minutes:
+        text = _("%(hours)s %(minutes)s") % {
+            "hours": text, "minutes": ngettext("%(n)s minute", "%(n)s minutes", minutes) % {"n": minutes}}
+    return text
+
+
+def gpu_words(count: int, gpu_type: str = "") -> str:
+    """"1 GPU", "2 GPUs (NVIDIA H200)"; "" for a CPU-only template."""
+    if not count:
+        return ""
+    text = ngettext("%(n)s GPU", "%(n)s GPUs", count) % {"n": count}
+    product = _GPU_PRODUCT.fullmatch((gpu_type or "").strip())
+    return f"{text} (NVIDIA {product.group(1).upper()})" if product else text
 
 
 @register.filter
