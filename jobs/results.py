@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import posixpath
+import re
 import time
 import zipfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpRequest, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 from django.utils.text import slugify
 
@@ -24,8 +26,7 @@ from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 from jobs import audit
 from jobs.models import Job, Target
-from jobs.start import unique_name
-from jobs.uploads import safe_name
+from jobs.uploads import MAX_NAME_BYTES, safe_name
 
 #: bytes read from an output per zip write: large enough to be fast, small enough to stream
 ZIP_CHUNK_BYTES = 1024 * 1024
@@ -79,19 +80,49 @@ def input_path(target: Target) -> Path | None:
     return real if real.is_file() else None
 
 
+#: what a result's download name adds to the original's: "beach.jpg" -> "beach-swapped.jpg"
+SWAPPED_SUFFIX = "-swapped"
+
+
+def download_name(target: Target) -> str:
+    """The name a result downloads under, saying what it is: the original's name with `-swapped`
+    before the output's extension ("shoot/beach.jpg" -> "beach-swapped.jpg"; a .webm target's
+    .mp4 output -> "clip-swapped.mp4"). Passes `safe_name`; a long stem is cut, never the suffix."""
+    original = PurePosixPath(safe_name(target.name or target.output_name))
+    ext = PurePosixPath(safe_name(target.output_name)).suffix or original.suffix
+    tail = f"{SWAPPED_SUFFIX}{ext}"
+    room = MAX_NAME_BYTES - len(tail.encode())
+    stem = original.stem.encode()[:room].decode(errors="ignore").rstrip() or original.stem[:1] or "file"
+    return safe_name(stem + tail)
+
+
 def fetched_outputs(job: Job) -> list[tuple[str, Path]]:
     """(name in the zip, local file) of every output fetched so far, in target order.
 
-    Names pass `safe_name`: no folders, no control characters and no bidi overrides (U+202E would
-    make "gpj.exe" read "exe.jpg" in an unzip tool). Names it made equal are told apart (`-2`).
+    Names are `download_name`s: no folders, no control characters and no bidi overrides (U+202E
+    would make "gpj.exe" read "exe.jpg" in an unzip tool). Names that came out equal (two folders
+    each with a beach.jpg) are told apart: "beach-swapped.jpg", "beach-swapped-2.jpg".
     """
     out = []
     used: set[str] = set()
-    for target in job.targets.exclude(output_file="").order_by("index"):
+    targets = job.targets.exclude(output_file="").order_by("index").only("index", "name", "output_name", "output_file")
+    for target in targets.iterator(chunk_size=2000):
         path = output_path(target)
         if path is not None:
-            out.append((unique_name(safe_name(target.output_name), used), path))
+            out.append((_unique_in_zip(download_name(target), used), path))
     return out
+
+
+def _unique_in_zip(name: str, used: set[str]) -> str:
+    """`name`, or `name-2` ... unlike every name in `used` (casefolded: "A.jpg" and "a.jpg" are one
+    file once unzipped on Windows or macOS). Adds the answer to `used`."""
+    stem, ext = posixpath.splitext(name)
+    candidate, n = name, 1
+    while candidate.casefold() in used:
+        n += 1
+        candidate = f"{stem}-{n}{ext}"
+    used.add(candidate.casefold())
+    return candidate
 
 
 def results_zip_name(job: Job) -> str:
@@ -202,18 +233,78 @@ def record_download(request: HttpRequest, job, kind: str, target=None, via: str 
     audit.record(request.user, "job.download", target=job, details=details, request=request)
 
 
-def serve_file(path: Path | None, name: str, download: bool = False) -> MediaFileResponse:
+def serve_file(path: Path | None, name: str, download: bool = False,
+               request: HttpRequest | None = None) -> HttpResponse:
     """Stream a checked file. Only photo and video types are shown in the browser; anything else
     is a download, so an upload can never run as a page of this site. The name a browser offers
-    to save it under passes `safe_name` (no control characters, no bidi overrides)."""
+    to save it under passes `safe_name` (no control characters, no bidi overrides); a name that
+    is not ASCII goes in RFC 6266's `filename*`.
+
+    With `request`, a single `Range: bytes=...` is answered 206 with just those bytes: a browser
+    seeks in a video by asking for the part it needs, never by downloading the whole file first."""
     if path is None:
         raise Http404("No such file")
     name = safe_name(name)
     content_type = None
     if name.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS):
         content_type = mimetypes.guess_type(name)[0]
-    response = MediaFileResponse(open(path, "rb"), as_attachment=download or content_type is None, filename=name,
-                            content_type=content_type or "application/octet-stream")
+    f = open(path, "rb")
+    size = os.fstat(f.fileno()).st_size
+    wanted = byte_range(request.headers.get("Range", "") if request is not None else "", size)
+    if wanted == "unsatisfiable":
+        f.close()
+        response = HttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+        return response
+    body = f if wanted is None else _Slice(f, *wanted)
+    response = MediaFileResponse(body, as_attachment=download or content_type is None, filename=name,
+                                 content_type=content_type or "application/octet-stream")
+    if wanted is not None:
+        start, length = wanted
+        response.status_code = 206
+        response["Content-Range"] = f"bytes {start}-{start + length - 1}/{size}"
+        response["Content-Length"] = str(length)
+    response["Accept-Ranges"] = "bytes"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     response["Cache-Control"] = "private, max-age=3600"
     return response
+
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+def byte_range(header: str, size: int) -> tuple[int, int] | None | str:
+    """(first byte, length) of a single-range `Range` header for a file of `size` bytes; None to
+    send the whole file (no header, several ranges, or one we do not understand: RFC 9110 lets a
+    server ignore Range); "unsatisfiable" when it starts past the end."""
+    m = _RANGE.match(header.strip())
+    if not m or not (m[1] or m[2]):
+        return None
+    if not m[1]:  # "bytes=-500": the last 500 bytes
+        length = min(int(m[2]), size)
+        return (size - length, length) if length else "unsatisfiable"
+    start = int(m[1])
+    if start >= size:
+        return "unsatisfiable"
+    end = min(int(m[2]), size - 1) if m[2] else size - 1
+    if end < start:
+        return None
+    return start, end - start + 1
+
+
+class _Slice:
+    """`length` bytes of an open file from `start`, read like a file (no name or seek, so
+    FileResponse neither measures nor rewinds it)."""
+
+    def __init__(self, f, start: int, length: int) -> None:
+        f.seek(start)
+        self._f, self._left = f, length
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n is None or n < 0 else min(n, self._left)
+        data = self._f.read(n) if n else b""
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._f.close()

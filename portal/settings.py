@@ -118,6 +118,7 @@ TEMPLATES = [
                 "live": "jobs.web.templatetags.live",
                 "portal": "jobs.web.templatetags.portal",
                 "quota": "jobs.web.templatetags.quota",
+                "results": "jobs.web.templatetags.results",
             },
         },
     }

@@ -179,9 +179,9 @@ def test_it_streams_a_zip_of_exactly_the_fetched_outputs(client, owner, job, jpe
     assert r["Content-Disposition"].startswith("attachment;") and ".zip" in r["Content-Disposition"]
     with zipfile.ZipFile(io.BytesIO(body_of(r))) as zf:
         assert zf.testzip() is None
-        assert sorted(zf.namelist()) == sorted(["bride.jpg", "新郎.png"])
-        assert zf.read("bride.jpg") == jpeg_bytes
-        assert zf.read("新郎.png") == b"\x89PNG not really, but bytes are bytes"
+        assert sorted(zf.namelist()) == sorted(["bride-swapped.jpg", "新郎-swapped.png"])
+        assert zf.read("bride-swapped.jpg") == jpeg_bytes
+        assert zf.read("新郎-swapped.png") == b"\x89PNG not really, but bytes are bytes"
         assert all(i.compress_type == zipfile.ZIP_STORED for i in zf.infolist())
 
 
@@ -190,7 +190,7 @@ def test_it_leaves_out_missing_and_outside_outputs_from_the_zip(owner, job, tmp_
     (tmp_path / "elsewhere.jpg").write_bytes(b"not yours")
     Target.objects.filter(job=job, index=2).update(output_file=str(tmp_path / "elsewhere.jpg"))
     with zipfile.ZipFile(io.BytesIO(body_of(stream_results_zip(job)))) as zf:
-        assert zf.namelist() == ["bride.jpg"]
+        assert zf.namelist() == ["bride-swapped.jpg"]
 
 
 def test_it_names_the_zip_safely(owner, job):
@@ -262,7 +262,7 @@ def test_it_streams_under_asgi_one_piece_at_a_time(job, jpeg_bytes, recwarn):
 
     pieces = asyncio.run(collect(stream_results_zip(job)))
     with zipfile.ZipFile(io.BytesIO(b"".join(pieces))) as zf:
-        assert zf.read("bride.jpg") == jpeg_bytes
+        assert zf.read("bride-swapped.jpg") == jpeg_bytes
     output = job.media_dir / "outputs" / "bride.jpg"
     response = MediaFileResponse(open(output, "rb"))
     response.block_size = 1024
@@ -288,7 +288,7 @@ def test_it_leaves_bidi_and_other_format_characters_out_of_download_names(client
     r = client.get(reverse("job-output", args=[job.id, 2]))
     body_of(r)
     header = r["Content-Disposition"]
-    assert header == 'attachment; filename="photogpj.html"'
+    assert header == 'attachment; filename="photogpj-swapped.html"'
     r = client.get(reverse("job-input", args=[job.id, 0]))  # the name shown before: same rule
     body_of(r)
     Target.objects.filter(job=job, index=0).update(name=f"shoot/{HIDDEN}新娘.jpg")
@@ -301,9 +301,9 @@ def test_it_leaves_bidi_characters_out_of_zip_entry_names_and_keeps_names_apart(
     outputs = job.media_dir / "outputs"
     for index, name in ((1, "face\u202egpj.exe.png"), (2, "face\u200bgpj.exe.png")):
         (outputs / name).write_bytes(name.encode())
-        Target.objects.filter(job=job, index=index).update(output_name=name, output_file=str(outputs / name))
+        Target.objects.filter(job=job, index=index).update(name=name, output_name=name, output_file=str(outputs / name))
     with zipfile.ZipFile(io.BytesIO(body_of(stream_results_zip(job)))) as zf:
         names = zf.namelist()
-        assert names == ["bride.jpg", "facegpj.exe.png", "facegpj.exe-2.png"]
-        assert zf.read("facegpj.exe.png") == "face\u202egpj.exe.png".encode()
+        assert names == ["bride-swapped.jpg", "facegpj.exe-swapped.png", "facegpj.exe-swapped-2.png"]
+        assert zf.read("facegpj.exe-swapped.png") == "face\u202egpj.exe.png".encode()
     assert not any(c in n for n in names for c in HIDDEN)

@@ -111,6 +111,8 @@ export class JobList {
     const progress = el("td", { className: "nowrap job-progress" });
     this.progressCell(progress, job);
     const tr = el("tr", { "data-job-id": job.id, "data-created": job.created_at || "", className: "is-new" }, [
+      // a new job has no result yet: the neutral square the server draws for such rows
+      el("td", { className: "thumb-cell" }, [el("span", { className: "job-thumb job-thumb-none", "aria-hidden": "true" })]),
       el("td", {}, [el("a", { href: job.url }, name)]),
       this.showOwner ? el("td", { text: job.owner || "" }) : null,
       el("td", { text: job.template_name || "" }),
@@ -118,10 +120,21 @@ export class JobList {
       progress,
       el("td", { className: "nowrap" }, [el("time", { datetime: job.created_at, title: job.created_at, text: shortDate(job.created_at, this.data.timeZone) })]),
     ]);
+    this.labelCells(tr);
     setBadge(tr.querySelector("[data-live=status]"), job);
     const created = Date.parse(job.created_at);
     const before = Array.prototype.find.call(body.children, (other) => Date.parse(other.getAttribute("data-created")) < created);
     body.insertBefore(tr, before || null);
+  }
+
+  // Each cell names its column (data-label, copied from the header), as the server's rows do:
+  // under 600 px, table.stack shows a row as a card of "label: value" lines.
+  labelCells(tr) {
+    const heads = document.querySelectorAll("#jobs-table thead th");
+    Array.prototype.forEach.call(tr.children, (td, i) => {
+      const label = heads[i] && heads[i].getAttribute("data-label");
+      if (label) td.setAttribute("data-label", label);
+    });
   }
 
   showTable() {
