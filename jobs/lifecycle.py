@@ -6,7 +6,11 @@
                                                                        │        | failed | cancelled
                                                                        ├─lose──> lost
                                                                        └─auto_retry─> queued (a new attempt)
-    failed | partially_failed | lost ─retry─> queued (a new attempt, asked by the user)
+    failed | partially_failed | lost | cancelled ─retry─> queued (a new attempt, asked by the user)
+
+A job that ends `cancelled` marks the targets its cancel stopped `cancelled` too (grey on the pages,
+never a red "failed"): those still waiting, and those whose task Slurm cancelled. A target that
+failed for a reason of its own, or whose task died otherwise (out of memory), keeps its failure.
 
 Every move is a conditional `UPDATE ... WHERE status IN (sources)` with a row-count check, so two
 processes (the RQ worker, the watcher, a user's click) can never both make the same move; only
@@ -24,12 +28,13 @@ import dataclasses
 import logging
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from jobs import audit, tasks
 from jobs.live.protocol import Publisher, publish_job
-from jobs.models import Job, JobStatus
+from jobs.models import Job, JobStatus, Target, TargetStatus
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +61,7 @@ TRANSITIONS: dict[str, Transition] = {
     "finish": Transition((S.PENDING, S.RUNNING), ENDED),
     "lose": Transition((S.PENDING, S.RUNNING), (S.LOST,)),
     "auto_retry": Transition((S.PENDING, S.RUNNING), (S.QUEUED,)),
-    "retry": Transition((S.FAILED, S.PARTIALLY_FAILED, S.LOST), (S.QUEUED,)),
+    "retry": Transition((S.FAILED, S.PARTIALLY_FAILED, S.LOST, S.CANCELLED), (S.QUEUED,)),
 }
 
 
@@ -83,6 +88,8 @@ def move(job: Job, name: str, to: str | None = None, *, only_from: tuple[str, ..
         sources = only_from
     if not job.move(sources, to, **fields):
         return False
+    if to == S.CANCELLED:
+        mark_targets_cancelled(job)
     if audit_action:
         audit.record(actor, audit_action, target=job, request=request, details=details)
     if pub is not None:
@@ -93,12 +100,27 @@ def move(job: Job, name: str, to: str | None = None, *, only_from: tuple[str, ..
     return True
 
 
+def mark_targets_cancelled(job: Job) -> int:
+    """The targets the cancel stopped become `cancelled` (see the module's docstring); the job's
+    counts follow. Returns how many changed."""
+    cancelled_tasks = job.tasks.filter(state="CANCELLED").values_list("index", flat=True)
+    n = Target.objects.filter(job=job).filter(
+        Q(status__in=(TargetStatus.WAITING, TargetStatus.RUNNING))
+        | Q(status=TargetStatus.FAILED, failed_with_task=True, task_index__in=list(cancelled_tasks))
+    ).update(status=TargetStatus.CANCELLED, message="", failed_with_task=False)
+    if n:
+        job.recount()
+    return n
+
+
 def request_cancel(job: Job, actor=None, request=None) -> bool:
     """Cancel in any state. True when this call changed something (then it is in the audit log
     as "job.cancel" by `actor`; a cancel of a finished job changes nothing and is not recorded).
 
-    queued: cancelled at once (the submission sees the flag and does nothing).
-    submitting/pending/running: flagged, then `scancel` through the RQ queue; the watcher records
+    queued, or submitting without a Slurm job yet (waiting for the cluster to answer): cancelled
+    at once, and a submission retry waiting its turn is dropped. A submission running right now
+    sees the move (its own `submitted` move fails) and scancels what it made.
+    pending/running: flagged, then `scancel` through the RQ queue; the watcher records
     the final `cancelled` state from Slurm. Outputs already made are kept.
     """
     if job.is_final:
@@ -107,9 +129,10 @@ def request_cancel(job: Job, actor=None, request=None) -> bool:
     with transaction.atomic():
         Job.objects.filter(pk=job.pk).update(cancel_requested=True)
         job.cancel_requested = True
-        if move(job, "cancel", only_from=(S.QUEUED,), finished_at=timezone.now(),
-                error=_("Cancelled before it was submitted.")):
+        if not job.slurm_job_id and move(job, "cancel", finished_at=timezone.now(),
+                                         error=_("Cancelled before it was submitted.")):
             audit.record(actor, "job.cancel", target=job, details={"status_before": status_before}, request=request)
+            transaction.on_commit(lambda: tasks.drop_submission(job))
             return True
         audit.record(actor, "job.cancel", target=job, request=request,
                      details={"status_before": status_before, "slurm_job_id": job.slurm_job_id})

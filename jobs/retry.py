@@ -1,15 +1,18 @@
 """Retry only what failed: a new attempt of the same job over just the chunks that hold failed targets.
 
-Which targets are retried: those that failed because their TASK died (out of memory, node failure,
-time limit, "the task ended before this image was processed"), or that never got a result (a lost
-job). A target that failed for its own reasons (corrupt file, not an image, no face: the worker's
-own per-target record) is never retried. The manifest of the first attempt stays valid: the new
-attempt is ONE sbatch with `--array=<the chunks holding those targets>`, and the worker skips the
-targets of those chunks whose output already exists.
+Which targets are retried:
+- by the user (Retry button, `POST /api/v1/jobs/<id>/retry`, any ended job but a completed one):
+  every target that failed or was cancelled, or never got a result (a lost job). One that failed
+  for its own reasons (a damaged file) is retried too: its file may have been replaced since
+  (`replace_file`), and otherwise the user asked. No face found is not a failure.
+- by the watcher (`auto_retry`): only targets whose TASK died (out of memory, node failure), never
+  one that failed for its own reasons, which would fail again.
+The manifest of the first attempt stays valid: the new attempt is ONE sbatch with `--array=<the
+chunks holding those targets>`, and the worker skips the targets of those chunks whose output
+already exists. A replaced file is staged anew and the manifest points at it (jobs.submit.stage_retry).
 
 Who retries:
-- the user (Retry button, `POST /api/v1/jobs/<id>/retry`): any `failed`, `partially_failed` or
-  `lost` job with a retryable target. A `cancelled` job is not retried: the user stopped it.
+- the user, as above;
 - the watcher, once, when an attempt ends (`auto_retry`, before `finish_job` decides the end):
   tasks that ran OUT_OF_MEMORY are resubmitted with twice the memory, capped at the template's
   `max_mem` (empty: twice its memory); tasks that ended NODE_FAIL are resubmitted as they were.
@@ -22,15 +25,23 @@ attempt already submitted by its Slurm name (`Job.slurm_name` names the attempt)
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from cluster import is_terminal
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
-from jobs import attempts, lifecycle, tasks
+from jobs import attempts, audit, lifecycle, tasks
+from jobs.errors import UploadRejected
 from jobs.models import Job, JobAttempt, JobStatus, Target, TargetStatus, Task
+from jobs.uploads import check_upload, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -39,29 +50,37 @@ RETRYABLE_JOB_STATUSES = lifecycle.TRANSITIONS["retry"].sources
 #: task end states the watcher resubmits by itself, once each
 AUTO_RETRY_STATES = ("OUT_OF_MEMORY", "NODE_FAIL")
 
-def is_retryable(target: Target) -> bool:
-    """Failed because its task died, or never got a result; never one that failed for its own reasons."""
+#: what a user's Retry takes: everything not done (see the module's docstring)
+USER_RETRYABLE = (TargetStatus.WAITING, TargetStatus.RUNNING, TargetStatus.FAILED, TargetStatus.CANCELLED)
+
+
+def is_retryable(target: Target, auto: bool = False) -> bool:
+    """Whether a Retry takes this target: the user's (`auto` False) or the watcher's."""
+    if not auto:
+        return target.status in USER_RETRYABLE
     if target.status in (TargetStatus.WAITING, TargetStatus.RUNNING):
         return True
     return target.status == TargetStatus.FAILED and target.failed_with_task
 
 
-def _retryable() -> Q:
+def _retryable(auto: bool = False) -> Q:
     """`is_retryable` as a query."""
+    if not auto:
+        return Q(status__in=USER_RETRYABLE)
     return Q(status__in=(TargetStatus.WAITING, TargetStatus.RUNNING)) | Q(status=TargetStatus.FAILED,
                                                                           failed_with_task=True)
 
 
 def has_retryable_targets(job: Job) -> bool:
-    """Whether `retryable_targets(job)` holds anything: one EXISTS query (the job page asks on every view)."""
+    """Whether the user's Retry would take anything: one EXISTS query (the job page asks on every view)."""
     return Target.objects.filter(job=job).filter(_retryable()).exists()
 
 
-def retryable_targets(job: Job, task_indexes=None) -> list[Target]:
-    targets = Target.objects.filter(job=job).order_by("index")
+def retryable_targets(job: Job, task_indexes=None, auto: bool = False) -> list[Target]:
+    targets = Target.objects.filter(job=job).filter(_retryable(auto)).order_by("index")
     if task_indexes is not None:
         targets = targets.filter(task_index__in=list(task_indexes))
-    return [t for t in targets if is_retryable(t)]
+    return list(targets)
 
 
 def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: str | None = None, why: str = "",
@@ -77,7 +96,7 @@ def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: 
         if job.status not in (lifecycle.TRANSITIONS["auto_retry" if auto else "retry"].sources) \
                 or (job.cancel_requested and auto):
             return False
-        targets = retryable_targets(job, task_indexes)
+        targets = retryable_targets(job, task_indexes, auto=auto)
         if not targets:
             return False
         task_rows = list(job.tasks.all())
@@ -96,7 +115,9 @@ def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: 
         JobAttempt.objects.filter(job=job, number=job.attempt, slurm_job_id="").update(slurm_job_id=job.slurm_job_id)
         record = JobAttempt.objects.create(job=job, number=new_attempt, indexes=indexes, mem=new_mem, why=why,
                                            auto=auto, by=by, kinds=list(kinds))
-        note = why or _("Retrying %(n)s image(s) (attempt %(attempt)s).") % {"n": len(targets), "attempt": new_attempt}
+        note = why or ngettext("Retrying %(n)s photo or video (attempt %(attempt)s).",
+                               "Retrying %(n)s photos and videos (attempt %(attempt)s).", len(targets)) % {
+            "n": len(targets), "attempt": new_attempt}
         if not lifecycle.move(
                 job, "auto_retry" if auto else "retry", attempt=new_attempt, slurm_job_id="", finished_at=None,
                 error=note, cancel_requested=False, audit_action="job.retry", actor=None if auto else actor,
@@ -151,11 +172,63 @@ def auto_retry(job: Job, task_rows: list[Task]) -> bool:
 def retry_refusal(job: Job) -> str:
     """Why Retry did nothing, in words (the page and the API say the same)."""
     job.refresh_from_db()
-    if job.status == JobStatus.CANCELLED:
-        return _("This job was cancelled; start a new job to run it again.")
     if not job.is_final:
         return _("This job is still %(status)s; retry once it has ended.") % {"status": job.get_status_display()}
     if not job.failed and job.status == JobStatus.COMPLETED:
-        return _("Every image of this job is done; there is nothing to retry.")
-    return _("Nothing to retry: the images that failed did so for their own reasons (for example a corrupt "
-             "file or no face found), and would fail again.")
+        return _("Every photo and video of this job is done; there is nothing to retry.")
+    return _("Nothing to retry: every photo and video of this job is done.")
+
+
+#: where replaced files are kept, under the job's private media folder (and how stage_retry knows them)
+REPLACEMENTS_DIR = "/replacements/"
+#: the target statuses whose file may be replaced
+REPLACEABLE = (TargetStatus.FAILED, TargetStatus.CANCELLED)
+
+
+def _kind(name: str) -> str | None:
+    lower = name.lower()
+    return "video" if lower.endswith(VIDEO_EXTENSIONS) else "photo" if lower.endswith(IMAGE_EXTENSIONS) else None
+
+
+def replace_file(target: Target, upload: UploadedFile, actor=None, request=None) -> None:
+    """Keep `upload` as the file `target` is read from on the next Retry. Raises UploadRejected.
+
+    Checked like any upload (`check_upload`), and of the same kind as the file it replaces (its
+    output keeps its name). Stored privately in the job's media folder; `stage_retry` puts it in the
+    job's own folder on the cluster, never in the user's folder, and points the manifest at it.
+    """
+    job = target.job
+    if job.is_active or target.status not in REPLACEABLE:
+        raise UploadRejected(_("Only a photo or video that failed or was cancelled can be replaced, once the job "
+                               "has ended."))
+    name = safe_name(upload.name or "")
+    if _kind(name) is None or _kind(name) != _kind(target.name):
+        raise UploadRejected(_("Replace a photo with a photo, and a video with a video."))
+    check_upload(upload, kind="media")
+    stored = f"{REPLACEMENTS_DIR.strip('/')}/{target.index}/{name}"
+    folder = job.media_dir / REPLACEMENTS_DIR.strip("/") / str(target.index)
+    _write_private(upload, folder, name)
+    relative = str((job.media_dir / stored).relative_to(settings.MEDIA_ROOT))
+    old = target.upload.name if REPLACEMENTS_DIR in (target.upload.name or "") else ""
+    Target.objects.filter(pk=target.pk).update(
+        upload=relative, cluster_path=job.folder.target(f"replacement-{target.index}-{name}"),
+        message=_("Replaced by %(name)s: use Retry to process it.") % {"name": name})
+    if old and old != relative:
+        (Path(settings.MEDIA_ROOT) / old).unlink(missing_ok=True)
+    audit.record(actor, "target.replace", target=job, request=request,
+                 details={"index": target.index, "name": name, "size": upload.size})
+    log.info("job %s: target %s replaced by %s (%s bytes)", job.id, target.index, name, upload.size)
+
+
+def _write_private(upload: UploadedFile, folder: Path, name: str) -> None:
+    """Write the upload as folder/name: the folder (and the job's folders above it) 700, the file 600."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for part in (folder, folder.parent):
+        os.chmod(part, 0o700)
+    for old in folder.iterdir():  # one replacement per target
+        old.unlink()
+    fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        upload.seek(0)
+        for chunk in upload.chunks():
+            out.write(chunk)

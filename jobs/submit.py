@@ -7,17 +7,22 @@ with a plain reason, and the RQ job is retried with backoff.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 import cluster
 from cluster import (
-    ClusterError, ClusterLimits, CommandFailed, PathNotAllowed, SbatchSpec, list_folder_in_roots, render_script, slurm,
+    ClusterError, ClusterLimits, CommandFailed, PathNotAllowed, RemoteFileError, SbatchSpec, list_folder_in_roots, render_script, slurm,
 )
 from worker.layout import LOG_NAME_PATTERN
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
@@ -29,9 +34,16 @@ from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Ta
 from jobs.errors import StartError, SubmitRejected
 from jobs.quotas import check_folder_targets
 from jobs.start import is_media_name, unique_name
+from jobs.retry import REPLACEMENTS_DIR
 from jobs.uploads import safe_name
 
 log = logging.getLogger(__name__)
+
+#: what a user does about a folder the submission cannot use (nothing ran; nothing is retried)
+PICK_AGAIN = gettext_lazy("Nothing ran. Use Run again and pick the folder with the folder browser.")
+#: a folder the cluster cannot list, by errno, in plain words
+FOLDER_ERRORS = {2: gettext_lazy("it does not exist (check its name)"), 20: gettext_lazy("it is a file, not a folder"),
+                 13: gettext_lazy("you may not read it")}
 
 def submit_job(job_id: str) -> str | None:
     """Submit one job; returns the Slurm job id (None when there is nothing to do)."""
@@ -63,9 +75,21 @@ def submit_job(job_id: str) -> str | None:
         lifecycle.move(job, "reject", error=exc.message, finished_at=timezone.now())
         return None
     except ClusterError as exc:
+        next_try = next_submission_try()
+        if next_try is False:
+            # RQ has no try left: say so and end the job, rather than "retrying" forever.
+            lifecycle.move(job, "reject", finished_at=timezone.now(), error=_(
+                "Could not send this job to the cluster: %(why)s. Nothing ran; try again later with Run again.")
+                % {"why": exc})
+            log.warning("job %s: submission failed for the last time: %s", job.id, exc)
+            return None
         # Visible on the page while RQ retries; the job stays `submitting`, never lost.
-        job.error = _("Waiting to submit: %(why)s. Retrying automatically.") % {"why": exc}
-        Job.objects.filter(pk=job.pk).update(error=job.error)
+        if next_try is None:
+            job.error = _("Waiting to submit: %(why)s.") % {"why": exc}
+        else:
+            job.error = _("Waiting to submit: %(why)s. Retrying automatically at %(time)s.") % {
+                "why": exc, "time": page_time(next_try)}
+        Job.objects.filter(pk=job.pk, status=JobStatus.SUBMITTING).update(error=job.error)
         publish_job(job)
         log.warning("job %s: submission failed, will retry: %s", job.id, exc)
         raise
@@ -82,6 +106,24 @@ def submit_job(job_id: str) -> str | None:
     if job.cancel_requested:
         runner.run(slurm.scancel_argv([slurm_id]), timeout=30)
     return slurm_id
+
+
+def next_submission_try():
+    """When RQ will run this submission again after the error being handled: a datetime, None when
+    not run by RQ (unknown), False when RQ has no try left (the job must not say "retrying")."""
+    from rq import get_current_job
+
+    rq_job = get_current_job()
+    if rq_job is None:
+        return None
+    if not rq_job.retries_left:
+        return False
+    return timezone.now() + timedelta(seconds=rq_job.get_retry_interval())
+
+
+def page_time(when) -> str:
+    """A time as the job page writes its dates (templates/jobs/job_detail.html: "Y-m-d H:i")."""
+    return date_format(timezone.localtime(when), "Y-m-d H:i")
 
 
 def find_submitted(runner, job: Job) -> tuple[str | None, ClusterLimits]:
@@ -135,7 +177,8 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
     # Plain tuples, not model instances: building 1,000 Target objects would dominate a big Start.
     targets = list(job.targets.order_by("index").values_list("cluster_path", "output_name", "upload"))
     if not targets:
-        raise SubmitRejected(_("The folder %(folder)s has no images or videos in it.") % {"folder": job.target_folder})
+        raise SubmitRejected(_("The folder %(folder)s has no images or videos in it.") % {"folder": job.target_folder}
+                             + " " + PICK_AGAIN)
     # More tasks than the cluster allows one array: bigger chunks, the same targets.
     chunk_size = slurm.chunk_size_for(len(targets), snap.chunk_size, limits)
     if chunk_size != snap.chunk_size:
@@ -175,9 +218,26 @@ def stage_retry(runner, job: Job) -> str:
     records = [folder.progress_record(i) for i in indexes]
     for start in range(0, len(records), 500):
         runner.run(["rm", "-f", "--", *records[start:start + 500]], timeout=60, check=True)
+    stage_replacements(runner, job, indexes)
     script = render_script(sbatch_spec(job, indexes=indexes))
     runner.put_bytes(script.encode(), folder.script(job.attempt))
     return folder.script(job.attempt)
+
+
+def stage_replacements(runner, job: Job, indexes: list[int]) -> None:
+    """Files the user replaced (jobs.retry.replace_file) in the chunks `indexes`: each is put in the
+    job's own folder on the cluster (never the user's folder) and the manifest is pointed at it."""
+    replaced = list(job.targets.filter(task_index__in=indexes, upload__contains=REPLACEMENTS_DIR)
+                    .values_list("index", "cluster_path", "upload"))
+    if not replaced:
+        return
+    for _index, cluster_path, upload in replaced:
+        runner.put_file(str(Target.upload.field.storage.path(upload)), cluster_path)
+    manifest = Manifest.from_dict(json.loads(runner.get_bytes(job.folder.manifest)))
+    paths = {index: cluster_path for index, cluster_path, _upload in replaced}
+    targets = tuple(ManifestTarget(path=paths.get(i, t.path), output=t.output) for i, t in enumerate(manifest.targets))
+    runner.put_bytes(dataclasses.replace(manifest, targets=targets).dumps().encode(), job.folder.manifest)
+    log.info("job %s: %s replaced file(s) staged", job.id, len(replaced))
 
 
 def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None = None) -> SbatchSpec:
@@ -212,7 +272,13 @@ def _targets_from_folder(runner, job: Job, chunk_size: int) -> None:
         # leads out of the roots comes back refused (the worker checks again before it opens one).
         listing = list_folder_in_roots(runner, job.target_folder, roots)
     except PathNotAllowed:
-        raise SubmitRejected(_("The folder %(folder)s is outside the folders you may use.") % {"folder": job.target_folder}) from None
+        raise SubmitRejected(_("The folder %(folder)s is outside the folders you may use.") % {"folder": job.target_folder}
+                             + " " + PICK_AGAIN) from None
+    except RemoteFileError as exc:
+        if exc.errno is None:  # not an answer about the folder: the cluster may answer later
+            raise
+        raise SubmitRejected(_("The folder %(folder)s cannot be read on the cluster: %(why)s.") % {
+            "folder": job.target_folder, "why": FOLDER_ERRORS.get(exc.errno, FOLDER_ERRORS[2])} + " " + PICK_AGAIN) from None
     entries = [e for e in listing.entries if e.type == "file" and is_media_name(e.name) and not e.name.startswith(".")]
     # Only now is the folder's target count known: the targets-per-job quota is checked here.
     # Its GPU-hours are NOT refused here (the job was accepted at Start); its estimate grows with

@@ -57,6 +57,22 @@ def enqueue_submission(job) -> None:
                     job_timeout=SUBMIT_TIMEOUT, result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
 
 
+def drop_submission(job) -> None:
+    """Forget the job's submission waiting for its next try (a cancelled job is never submitted).
+
+    Never raises: a submission that still runs finds the job cancelled and does nothing.
+    """
+    try:
+        q = queue()
+        rq_id = submission_rq_id(job)
+        for registry in (q.scheduled_job_registry, q.deferred_job_registry):
+            if rq_id in registry:
+                registry.remove(rq_id, delete_job=True)
+        q.remove(rq_id)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("job %s: waiting submission not dropped: %s", job.id, exc)
+
+
 def enqueue_cancel(job) -> None:
     queue().enqueue("jobs.submit.cancel_on_cluster", str(job.id), job_timeout=CANCEL_TIMEOUT,
                     result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)

@@ -36,10 +36,11 @@ FINAL_STATUSES = (JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAI
 #: (worker/choices.py), plus "waiting" before the worker has written any record
 TARGET_STATUS_LABELS = {
     "waiting": _("waiting"), "running": _("processing"), "done": _("done"), "no_face": _("no face found"),
-    "skipped": _("already done"), "failed": _("failed"),
+    "skipped": _("already done"), "failed": _("failed"), "cancelled": _("cancelled"),
 }
+#: "cancelled": never processed because the job was cancelled (the portal's own, like "waiting")
 TargetStatus = models.TextChoices(
-    "TargetStatus", [(s.upper(), (s, TARGET_STATUS_LABELS[s])) for s in ("waiting", *TARGET_STATUSES)])
+    "TargetStatus", [(s.upper(), (s, TARGET_STATUS_LABELS[s])) for s in ("waiting", *TARGET_STATUSES, "cancelled")])
 
 OK_TARGET_STATUSES = tuple(TargetStatus(s) for s in sorted(SUCCESS_STATUSES))
 

@@ -90,7 +90,7 @@ def test_it_shows_status_error_progress_tasks_and_targets(client, owner, job):
     assert 'class="badge status-running"' in body
     assert "Task 1 ran out of memory (over 2G)." in body
     assert 'style="width: 33%"' in body  # 1 of 3 done, 1 of 3 failed
-    assert "<strong>1</strong> of 3 done" in body and "1 failed" in body
+    assert "<strong>1</strong> of 3 photos done" in body and "1 failed" in body
     # tasks: index, state, node, run time, exit code, reason
     assert "gpu-node-1" in body and "1:02:05" in body and "OUT_OF_MEMORY" in body and "137" in body
     assert "ran out of memory" in body
@@ -120,7 +120,9 @@ def test_it_warns_when_the_cluster_is_unreachable(client, owner, job):
     job.cluster.unreachable_since = timezone.now()
     job.cluster.save()
     client.force_login(owner)
-    assert "The cluster has not answered" in client.get(reverse("job-detail", args=[job.id])).content.decode()
+    body = client.get(reverse("job-detail", args=[job.id])).content.decode()
+    since = timezone.localtime(job.cluster.unreachable_since).strftime("%Y-%m-%d %H:%M")
+    assert f"The cluster has been unreachable since {since}; the portal keeps trying." in body
 
 
 def test_it_cancels_a_queued_job(client, owner, template):

@@ -1,4 +1,4 @@
-"""Retry only what failed (jobs.retry): which targets and chunks, the API and the page, the
+"""Retry what did not finish (jobs.retry): which targets and chunks, the API and the page, the
 automatic policy in the watcher (from REAL captured Slurm output, through the FakeRunner of
 test_watcher), and the resubmission of a later attempt. The real cluster run is tests/e2e/test_retry.py."""
 import json
@@ -41,9 +41,12 @@ def ended_job(owner, template, status=JobStatus.PARTIALLY_FAILED):
     return job
 
 
-def test_only_targets_that_failed_with_their_task_are_chosen(owner, template):
+def test_the_user_retries_every_failed_target_and_the_watcher_only_those_of_dead_tasks(owner, template):
     job = ended_job(owner, template)
-    assert [t.index for t in retryable_targets(job)] == [4, 5]  # never the corrupt one
+    assert [t.index for t in retryable_targets(job)] == [3, 4, 5]  # the corrupt one too: it may have been replaced
+    assert [t.index for t in retryable_targets(job, auto=True)] == [4, 5]  # it would fail again
+    Target.objects.filter(job=job, index=3).update(status=TargetStatus.NO_FACE)
+    assert [t.index for t in retryable_targets(job)] == [4, 5]  # no face found is not a failure
 
 
 def test_a_retry_is_a_new_attempt_over_just_those_chunks(owner, template, django_capture_on_commit_callbacks,
@@ -58,22 +61,22 @@ def test_a_retry_is_a_new_attempt_over_just_those_chunks(owner, template, django
     assert enqueued == [(job.pk, 2)]
     first, second = history(job)
     assert first.number == 1 and first.slurm_job_id == "500" and first.ended["2"] == "OUT_OF_MEMORY"
-    assert second.indexes == [2] and second.array == "2" and second.mem == "2G" and not second.auto
+    assert second.indexes == [1, 2] and second.array == "1-2" and second.mem == "2G" and not second.auto
     assert second.by == owner.username
-    assert {t.index: t.status for t in job.targets.all()} == {0: "done", 1: "done", 2: "done", 3: "failed",
+    assert {t.index: t.status for t in job.targets.all()} == {0: "done", 1: "done", 2: "done", 3: "waiting",
                                                               4: "waiting", 5: "waiting"}
-    assert job.targets.get(index=3).message == "3.jpg is truncated or corrupt"  # untouched
-    assert (job.done, job.failed) == (3, 1)
-    assert [(t.index, t.state, t.attempt) for t in job.tasks.all()] == [(0, "COMPLETED", 1), (1, "FAILED", 1),
+    assert (job.done, job.failed) == (3, 0)
+    assert [(t.index, t.state, t.attempt) for t in job.tasks.all()] == [(0, "COMPLETED", 1), (1, "PENDING", 2),
                                                                         (2, "PENDING", 2)]
     assert job.slurm_name == f"ffp-{job.id}-a2"
+    assert job.error == "Retrying 3 photos and videos (attempt 2)."
     entry = AuditEntry.objects.get(action="job.retry")
-    assert entry.actor == owner and entry.details["attempt"] == 2 and entry.details["array"] == "2"
+    assert entry.actor == owner and entry.details["attempt"] == 2 and entry.details["array"] == "1-2"
     # A second click finds nothing to retry: no third attempt.
     assert not retry_failed(job, actor=owner)
 
 
-@pytest.mark.parametrize("status", [JobStatus.CANCELLED, JobStatus.RUNNING, JobStatus.COMPLETED])
+@pytest.mark.parametrize("status", [JobStatus.RUNNING, JobStatus.COMPLETED])
 def test_it_is_not_retried_from_these_states(owner, template, status):
     job = ended_job(owner, template, status=status)
     assert not retry_failed(job, actor=owner)
@@ -103,27 +106,30 @@ def test_the_api_answers_202_with_the_job_and_409_with_a_reason(owner, template)
     r = api.post(f"/api/v1/jobs/{job.id}/retry")
     assert r.status_code == 202, r.content
     body = r.json()
-    assert body["status"] == "queued" and body["attempt"] == 2 and body["attempts"][1]["array"] == "2"
-    assert [t["status"] for t in body["tasks"]] == ["COMPLETED", "FAILED", "PENDING"]
+    assert body["status"] == "queued" and body["attempt"] == 2 and body["attempts"][1]["array"] == "1-2"
+    assert [t["status"] for t in body["tasks"]] == ["COMPLETED", "PENDING", "PENDING"]
     r = api.post(f"/api/v1/jobs/{job.id}/retry")
     assert r.status_code == 409 and "still" in r.json()["error"]
 
 
-def test_the_api_refuses_a_cancelled_job_and_strangers(owner, stranger, colleague, template):
+def test_the_api_refuses_strangers_and_retries_a_cancelled_job(owner, stranger, colleague, template):
     job = ended_job(owner, template, status=JobStatus.CANCELLED)
-    r = token_client(owner)[0].post(f"/api/v1/jobs/{job.id}/retry")
-    assert r.status_code == 409 and "cancelled" in r.json()["error"]
-    Job.objects.filter(pk=job.pk).update(status=JobStatus.PARTIALLY_FAILED)
+    Target.objects.filter(job=job, index__in=(4, 5)).update(status=TargetStatus.CANCELLED, failed_with_task=False)
     for other in (stranger, colleague):
         assert token_client(other)[0].post(f"/api/v1/jobs/{job.id}/retry").status_code == 404
     assert Job.objects.get(pk=job.pk).attempt == 1
+    r = token_client(owner)[0].post(f"/api/v1/jobs/{job.id}/retry")
+    assert r.status_code == 202, r.content
+    job.refresh_from_db()
+    assert job.attempt == 2 and not job.cancel_requested
+    assert {t.index: t.status for t in job.targets.filter(index__gte=3)} == {3: "waiting", 4: "waiting", 5: "waiting"}
 
 
 def test_the_page_offers_the_button_only_when_something_can_be_retried(owner, template):
     client = session_client(owner)
     job = ended_job(owner, template)
     page = client.get(f"/jobs/{job.id}").content.decode()
-    assert 'id="job-retry"' in page and "Retry failed images" in page and "csrfmiddlewaretoken" in page
+    assert 'id="job-retry"' in page and "Retry failed photos and videos" in page and "csrfmiddlewaretoken" in page
     assert client.get(f"/jobs/{job.id}/retry").status_code == 405
     r = client.post(f"/jobs/{job.id}/retry")
     assert r.status_code == 302
@@ -131,9 +137,9 @@ def test_the_page_offers_the_button_only_when_something_can_be_retried(owner, te
     assert job.attempt == 2 and job.status == JobStatus.QUEUED
     page = client.get(f"/jobs/{job.id}").content.decode()
     assert 'id="job-retry"' not in page and 'id="attempts"' in page
-    own_only = ended_job(owner, template)
-    Target.objects.filter(job=own_only, index__in=(4, 5)).update(failed_with_task=False)
-    assert 'id="job-retry"' not in client.get(f"/jobs/{own_only.id}").content.decode()
+    all_done = ended_job(owner, template, status=JobStatus.COMPLETED)
+    Target.objects.filter(job=all_done).update(status=TargetStatus.DONE)
+    assert 'id="job-retry"' not in client.get(f"/jobs/{all_done.id}").content.decode()
 
 
 def test_the_page_needs_csrf(owner, template):

@@ -1,4 +1,5 @@
-"""Job pages: the list, a job's page, Cancel and Retry (New job: new_job.py; a target's results: results.py)."""
+"""Job pages: the list, a job's page, Cancel, Retry and Replace file (New job: new_job.py; a target's
+results: results.py; the face photos used: sources.py)."""
 from __future__ import annotations
 
 from uuid import UUID
@@ -6,19 +7,29 @@ from uuid import UUID
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST, require_safe
 
+from worker.manifest import VIDEO_EXTENSIONS
+
+from jobs.errors import UploadRejected
 from jobs.lifecycle import request_cancel
-from jobs.retry import RETRYABLE_JOB_STATUSES, has_retryable_targets, retry_failed, retry_refusal
 from jobs.live.view import View, page_of_job
 from jobs.models import Job
 from jobs.models.job import OK_TARGET_STATUSES
-from jobs.web.views import get_job_for_user
+from jobs.retry import RETRYABLE_JOB_STATUSES, REPLACEABLE, has_retryable_targets, replace_file, retry_failed, \
+    retry_refusal
+from jobs.web.views import get_job_for_user, get_target_for_user
+from jobs.web.views.sources import job_sources
 
 JOBS_PER_PAGE = 50
+#: the extra tag of New job's "Job started." message (jobs/web/views/new_job.py)
+JOB_STARTED_TAG = "job-started"
 
 
 @login_required
@@ -33,6 +44,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
 @require_safe
 def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
     job = get_job_for_user(request.user, job_id)
+    if not job.is_active:
+        drop_start_message(request)  # "Job started." above a job that already ended would be false
+    owned = job.owner_id == request.user.pk
     # Only the rows in view, whatever the job's size (jobs/live/view.py); the live script asks the
     # WebSocket for the same view, so the page and its snapshots agree.
     context = {
@@ -42,10 +56,23 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "has_outputs": job.targets.filter(status__in=OK_TARGET_STATUSES).exclude(output_file="").exists(),
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,
         "template_name": job.snapshot.name,  # what it ran with, not the edited template
-        "can_retry": can_retry(job),
+        "can_retry": owned and can_retry(job),
+        "can_replace": owned and job.is_final,
+        "replaceable": [str(s) for s in REPLACEABLE],
+        "run_again_url": f"{reverse('job-new')}?again={job.id}" if owned else "",
+        "sources": job_sources(job),
         "attempts": job.attempts.all(),
     }
     return render(request, "jobs/job_detail.html", context)
+
+
+def drop_start_message(request: HttpRequest) -> None:
+    """Remove New job's "Job started." from this request's messages; any other message stays."""
+    storage = messages.get_messages(request)
+    kept = [m for m in storage if JOB_STARTED_TAG not in (m.extra_tags or "").split()]  # reading spends them all
+    storage._loaded_messages.clear()  # noqa: SLF001 - spent above: Django's storage has no public "remove"
+    for m in kept:  # the others are queued again: this page shows them
+        messages.add_message(request, m.level, m.message, extra_tags=m.extra_tags)
 
 
 @require_POST
@@ -53,7 +80,7 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
 def job_cancel(request: HttpRequest, job_id: UUID) -> HttpResponse:
     job = get_job_for_user(request.user, job_id)
     if request_cancel(job, actor=request.user, request=request):
-        messages.success(request, _("Cancel requested. Images already finished are kept."))
+        messages.success(request, _("Cancel requested. Photos and videos already finished are kept."))
     else:
         messages.info(request, _("This job has already finished; there is nothing to cancel."))
     return redirect("job-detail", job_id=job.id)
@@ -62,19 +89,58 @@ def job_cancel(request: HttpRequest, job_id: UUID) -> HttpResponse:
 @require_POST
 @login_required
 def job_retry(request: HttpRequest, job_id: UUID) -> HttpResponse:
-    """Retry failed images: a new attempt over just the chunks holding them (jobs.retry)."""
+    """Retry what did not finish: a new attempt over just the chunks holding it (jobs.retry)."""
     job = get_job_for_user(request.user, job_id)
-    if retry_failed(job, actor=request.user, request=request):
-        messages.success(request, _("Retrying the failed images. This page follows the new attempt."))
+    if job.owner_id == request.user.pk and retry_failed(job, actor=request.user, request=request):
+        messages.success(request, _("Retrying the photos and videos that did not finish. This page follows the new "
+                                    "attempt."))
     else:
         messages.info(request, retry_refusal(job))
     return redirect("job-detail", job_id=job.id)
 
 
+@require_POST
+@login_required
+def target_replace(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
+    """Replace file: the new file of a failed or cancelled target, read by the next Retry (jobs.retry)."""
+    target = get_target_for_user(request.user, job_id, index)
+    if target.job.owner_id != request.user.pk:
+        messages.error(request, _("Only the job's owner can replace its files."))
+    elif "file" not in request.FILES:
+        messages.error(request, _("Choose the file to use instead."))
+    else:
+        try:
+            replace_file(target, request.FILES["file"], actor=request.user, request=request)
+        except UploadRejected as exc:
+            messages.error(request, _("%(name)s was not replaced: %(why)s") % {"name": target.name, "why": exc.message})
+        else:
+            messages.success(request, _("%(name)s will be read from the new file. Use Retry to process it.")
+                             % {"name": target.name})
+    return redirect(reverse("job-detail", args=[target.job.id]) + f"#target-{target.index}")
+
+
 def can_retry(job: Job) -> bool:
-    """Whether the Retry button is offered: an ended job with an image that failed because its task
-    died (one EXISTS query, however many targets the job has)."""
+    """Whether the Retry button is offered: an ended job with something not done (one EXISTS query,
+    however many targets the job has)."""
     return job.status in RETRYABLE_JOB_STATUSES and has_retryable_targets(job)
+
+
+def media_words(job: Job) -> str:
+    """"8 photos and 2 videos": the job's targets by kind (one aggregate query); "" before they are known."""
+    if not job.total:
+        return ""
+    is_video = Q()
+    for ext in VIDEO_EXTENSIONS:
+        is_video |= Q(name__iendswith=ext)
+    videos = job.targets.aggregate(n=Count("pk", filter=is_video))["n"]
+    photos = max(job.total - videos, 0)
+    photo_words = ngettext("%(n)s photo", "%(n)s photos", photos) % {"n": f"{photos:,}"}
+    video_words = ngettext("%(n)s video", "%(n)s videos", videos) % {"n": f"{videos:,}"}
+    if not videos:
+        return photo_words
+    if not photos:
+        return video_words
+    return _("%(photos)s and %(videos)s") % {"photos": photo_words, "videos": video_words}
 
 
 def progress_of(job: Job) -> dict:
@@ -86,4 +152,5 @@ def progress_of(job: Job) -> dict:
         "done_pct": round(100 * job.done / total) if total else 0,
         "failed_pct": round(100 * job.failed / total) if total else 0,
         "pct": round(100 * finished / total) if total else 0,
+        "total_words": media_words(job),
     }

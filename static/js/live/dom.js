@@ -30,3 +30,24 @@ export function setBadge(badge, job) {
   badge.className = "badge status-" + job.status;
   badge.textContent = jobLabel(job);
 }
+
+/**
+ * "Are you sure?" before a form that cannot be undone (Cancel job): a form with
+ * data-confirm="<id of a <dialog>>" opens that dialog instead of posting; the dialog's button with
+ * value="cancel" posts the form, any other button or Escape keeps things as they are. Without
+ * this script (or without <dialog>) the form simply posts.
+ */
+export function guardConfirm(doc) {
+  for (const form of doc.querySelectorAll("form[data-confirm]")) {
+    const dialog = doc.getElementById(form.getAttribute("data-confirm"));
+    if (!dialog || typeof dialog.showModal !== "function") continue;
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      dialog.returnValue = "";
+      dialog.showModal();
+    });
+    dialog.addEventListener("close", () => {
+      if (dialog.returnValue === "cancel") form.submit(); // submit(): no second submit event
+    });
+  }
+}

@@ -3,13 +3,33 @@
 // page only ever shows what a message says (the database's state); it never guesses ahead.
 
 import { el, setBadge } from "./dom.js";
-import { num, pct, sameInstant, shortDate, thousands, utcClock } from "./format.js";
+import { num, pct, sameInstant, thousands } from "./format.js";
 import { TargetGrid } from "./job_targets.js";
 import { TaskTable } from "./job_tasks.js";
 import { Connection } from "./socket.js";
 import { fill, hasWord, markup, word } from "./strings.js";
 
 const RESYNC_DELAY_MS = 300; // a burst of events that each want the whole picture asks once
+
+/**
+ * A date as the job page's server writes it (`date:"Y-m-d H:i"` in templates/jobs/job_detail.html):
+ * 2026-12-01 14:05, in the page's time zone, in every language. "" for no date.
+ */
+export function pageDate(iso, timeZone) {
+  const d = new Date(iso);
+  if (!iso || isNaN(d)) return "";
+  const options = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+                    hourCycle: "h23", timeZone: timeZone };
+  let parts;
+  try {
+    parts = new Intl.DateTimeFormat("en-US", options).formatToParts(d);
+  } catch (e) { // a time zone this browser does not know: the browser's own
+    parts = new Intl.DateTimeFormat("en-US", { ...options, timeZone: undefined }).formatToParts(d);
+  }
+  const p = {};
+  for (const part of parts) p[part.type] = part.value;
+  return p.year + "-" + p.month + "-" + p.day + " " + (p.hour === "24" ? "00" : p.hour) + ":" + p.minute;
+}
 
 export class JobPage {
   /** `root`: #job-live; `data`: serverData(root). */
@@ -102,6 +122,10 @@ export class JobPage {
     if (final) {
       const cancel = document.getElementById("job-cancel");
       if (cancel) cancel.parentNode.removeChild(cancel);
+      const dialog = document.getElementById("cancel-dialog");
+      if (dialog && dialog.open) dialog.close();
+      // "Job started." was true when the page came; above an ended job it is not.
+      for (const started of document.querySelectorAll(".messages .job-started")) started.parentNode.removeChild(started);
       const banner = document.getElementById("cluster-banner");
       if (banner) banner.hidden = true;
     }
@@ -126,8 +150,8 @@ export class JobPage {
       return;
     }
     const head = document.createElement("span");
-    // only numbers go into this markup (<strong>{done}</strong> of {total} done)
-    head.innerHTML = fill(markup("done_of_html", "{done} / {total}"), { done: thousands(done), total: thousands(total) });
+    // only numbers (and the server's own "8 photos and 2 videos") go into this markup
+    head.innerHTML = fill(markup("done_of_html", "{done} / {total}"), { done: thousands(done), total: this.totalWords(text, total) });
     while (head.firstChild) text.appendChild(head.firstChild);
     if (failed) {
       text.appendChild(document.createTextNode(" · "));
@@ -135,6 +159,17 @@ export class JobPage {
     }
     if (left && active) text.appendChild(document.createTextNode(" · " + fill(word("n_to_go", "{n}"), { n: thousands(left) })));
     text.appendChild(el("span", { className: "pct", text: pct(done + failed, total) + "%" }));
+  }
+
+  // "8 photos and 2 videos" as the server counted them (escaped markup), while the total is the one it counted.
+  totalWords(text, total) {
+    const words = text.getAttribute("data-total-words");
+    if (words && num(text.getAttribute("data-total")) === total) {
+      const scratch = document.createElement("span");
+      scratch.textContent = words;
+      return scratch.innerHTML;
+    }
+    return thousands(total);
   }
 
   // A date in the facts (started, finished): shown once known, redrawn only when it changed.
@@ -146,7 +181,7 @@ export class JobPage {
     if (!sameInstant(time && time.getAttribute("datetime"), iso)) {
       const dd = box.querySelector("dd");
       dd.textContent = "";
-      if (iso) dd.appendChild(el("time", { datetime: iso, text: shortDate(iso, this.data.timeZone) }));
+      if (iso) dd.appendChild(el("time", { datetime: iso, text: pageDate(iso, this.data.timeZone) }));
     }
   }
 
@@ -161,7 +196,8 @@ export class JobPage {
     if (banner.hidden || !sameInstant(banner.getAttribute("data-since"), cluster.unreachable_since)) {
       // The server's sentence, in the reader's language (the same words as cluster.message).
       banner.textContent = hasWord("cluster_since")
-        ? fill(word("cluster_since"), { since: utcClock(cluster.unreachable_since) }) : (cluster.message || "");
+        ? fill(word("cluster_since"), { since: pageDate(cluster.unreachable_since, this.data.timeZone) })
+        : (cluster.message || "");
       banner.setAttribute("data-since", cluster.unreachable_since);
     }
     banner.hidden = false;

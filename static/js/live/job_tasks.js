@@ -27,14 +27,27 @@ export class TaskTable {
     return document.getElementById("task-rows");
   }
 
+  // The column names (the table's own, in the reader's language): each cell carries its own as
+  // data-label, which a phone shows beside the value when the table is stacked into cards.
+  labels() {
+    if (!this.columnNames) {
+      const heads = document.querySelectorAll("table.tasks thead th");
+      this.columnNames = Array.prototype.map.call(heads, (th) => th.textContent.trim());
+    }
+    return this.columnNames;
+  }
+
   row(task) {
+    const label = this.labels();
     return el("tr", { "data-task-index": task.index }, [
-      el("td", { text: String(task.index) }),
-      el("td", {}, [el("span", { className: "badge task-" + this.taskStateClass(task.status), text: task.status || "" })]),
-      el("td", { className: "mono", text: task.node || DASH }),
-      el("td", { className: "mono", text: duration(task.elapsed_seconds) || DASH }),
-      el("td", { className: "mono", text: task.exit_code === null || task.exit_code === undefined ? DASH : String(task.exit_code) }),
-      el("td", { text: task.reason || "" }),
+      el("td", { "data-label": label[0], text: String(task.index) }),
+      el("td", { "data-label": label[1] }, [el("span", { className: "badge task-" + this.taskStateClass(task.status),
+                                                          text: task.status || "" })]),
+      el("td", { className: "mono", "data-label": label[2], text: task.node || DASH }),
+      el("td", { className: "mono", "data-label": label[3], text: duration(task.elapsed_seconds) || DASH }),
+      el("td", { className: "mono", "data-label": label[4],
+                 text: task.exit_code === null || task.exit_code === undefined ? DASH : String(task.exit_code) }),
+      el("td", { "data-label": label[5], text: task.reason || "" }),
     ]);
   }
 
