@@ -63,3 +63,25 @@ export function formatDates(root, timeZone) {
     if (text) time.textContent = text;
   }
 }
+
+/**
+ * The time a video still needs at its pace so far (`seconds` spent on `done` frames of `total`);
+ * null before its first frames or when its length is unknown. The server's twin is
+ * jobs.models.job.seconds_left.
+ */
+export function secondsLeft(seconds, done, total) {
+  seconds = num(seconds); done = num(done); total = num(total);
+  if (!seconds || !done || !total || done >= total) return null;
+  return (seconds * (total - done)) / done;
+}
+
+/**
+ * A time left as a person would round it: {unit: "s", n: 40}, {unit: "min", n: 3} or
+ * {unit: "h", n: 2}. Seconds go by 5 (at least 5), minutes from 90 s on, hours from 90 minutes on.
+ */
+export function roughTime(seconds) {
+  const s = Math.max(0, num(seconds));
+  if (s < 90) return { unit: "s", n: Math.max(5, Math.round(s / 5) * 5) };
+  if (s < 90 * 60) return { unit: "min", n: Math.round(s / 60) };
+  return { unit: "h", n: Math.round(s / 3600) };
+}

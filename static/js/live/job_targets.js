@@ -3,11 +3,34 @@
 // may hold 100,000 targets; the grid never holds more than one page of them.
 
 import { el } from "./dom.js";
-import { num, truncate } from "./format.js";
+import { num, roughTime, secondsLeft, thousands, truncate } from "./format.js";
 import { setCounts } from "./job_tasks.js";
-import { faces, targetLabel, word } from "./strings.js";
+import { faces, fill, people, rawWord, targetLabel, word } from "./strings.js";
 
 const MESSAGE_CHARS = 160; // as the server cuts a target's message (truncatechars:160)
+
+/**
+ * A running video's "frame 1,200 of 1,800 · about 40 s left" and a bar; "frame 1,200" alone when
+ * its length is unknown. The time left is the pace so far (jobs.models.job.seconds_left).
+ */
+export function framesDone(t) {
+  const done = num(t.frames_done), total = num(t.frames_total);
+  const parts = [total ? fill(word("frame_of", "{done} / {total}"), { done: thousands(done), total: thousands(total) })
+                       : fill(word("frame_n", "{done}"), { done: thousands(done) })];
+  const left = secondsLeft(t.seconds, done, total);
+  if (left !== null) {
+    const rough = roughTime(left);
+    parts.push(fill(word("left_" + rough.unit, "{n}"), { n: thousands(rough.n) }));
+  }
+  const width = total ? Math.min(100, (100 * done) / total) : 0;
+  // A thin bar under the badge, then the words in the small print of the badge's line (.target-meta).
+  return el("div", { className: "target-frames" }, [
+    total ? el("div", { className: "progress", role: "presentation", style: { height: "6px", margin: ".45rem 0 .3rem" } },
+               [el("span", { className: "progress-done", style: { width: width + "%" } })]) : null,
+    el("div", { className: "target-meta" },
+       [el("span", { className: "target-frames-text", text: parts.join(rawWord("frames_sep", " · ")) })]),
+  ]);
+}
 
 export class TargetGrid {
   /**
@@ -57,8 +80,9 @@ export class TargetGrid {
         el("div", { className: "target-name", title: t.name, text: t.name }),
         el("div", { className: "target-meta" }, [
           el("span", { className: "badge target-status-" + t.status, text: targetLabel(t) }),
-          t.faces_swapped ? el("span", { text: faces(num(t.faces_swapped)) }) : null,
+          t.faces_swapped ? el("span", { text: (this.isVideo(t.name) ? people : faces)(num(t.faces_swapped)) }) : null,
         ]),
+        t.status === "running" && num(t.frames_done) ? framesDone(t) : null,
         t.message ? el("div", { className: "target-message", text: truncate(t.message, MESSAGE_CHARS) }) : null,
         el("div", { className: "target-links" }, [
           t.output_url || hadCompare ? el("a", { className: "link-compare", href: t.page_url, text: word("before_after") }) : null,

@@ -50,6 +50,12 @@ export function faces(n) {
   return word("faces_other", String(n)).replace(/\d+/, String(n));
 }
 
+/** "1 person" / "3 people": a video's faces are the people on screen at once (the most in one frame). */
+export function people(n) {
+  if (n === 1) return word("people_one", "1");
+  return word("people_other", String(n)).replace(/\d+/, String(n));
+}
+
 /** A job status in the reader's language (the event's own label only if the page lacks it). */
 export function jobLabel(job) {
   return word("job:" + job.status, job.status_label || job.status);
