@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -23,36 +24,55 @@ from tests.e2e.test_browser_live import (CHROMIUM, CHROMIUM_ARGS, REPO, Tab, _sy
                                          web_server)
 
 SHOTS = REPO / "docs" / "screenshots"
+SIZES = ((1280, 1000, "desktop"), (390, 844, "phone"))
 FRAMES = "document.querySelector('li[data-target-index=\"0\"] .target-frames-text')"
 
 
-class _Output(threading.Thread):
-    """`Publisher.output` + flush from a thread of its own (async_to_sync refuses Playwright's loop)."""
+def _publish_output(job, index) -> None:
+    """`Publisher.output` + flush, as the watcher's cycle sends it, from a thread of its own
+    (async_to_sync refuses to run under Playwright's loop)."""
+    from jobs.live.protocol import Publisher
 
-    def __init__(self, job, index):
-        super().__init__(daemon=True)
-        self.job, self.index, self.error = job, index, ""
+    errors = []
 
-    def run(self) -> None:
+    def send():
         from django.db import connection
-
-        from jobs.live.protocol import Publisher
 
         try:
             pub = Publisher()
-            pub.output(self.job, Target.objects.get(job=self.job, index=self.index))
+            pub.output(job, Target.objects.get(job=job, index=index))
             pub.flush()
-        except BaseException:  # noqa: BLE001 - reported by the test
-            self.error = traceback.format_exc()
+        except BaseException:  # noqa: BLE001 - reported below
+            errors.append(traceback.format_exc())
         finally:
             connection.close()
 
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and not errors, errors
 
-def _publish_output(job, index) -> None:
-    t = _Output(job, index)
-    t.start()
-    t.join(timeout=30)
-    assert not t.is_alive() and not t.error, t.error
+
+@contextmanager
+def _tabs(web_server, user):
+    """A browser, and for each screen size (desktop, phone) a tab logged in as `user`: yields a list of
+    (size name, tab) made one after another; each tab's context closes when the next is asked for."""
+    session = Client()
+    session.force_login(user)
+    cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
+    with _sync_playwright()() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+        def each():
+            for width, height, name in SIZES:
+                context = browser.new_context(base_url=web_server.url, viewport={"width": width, "height": height})
+                context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": web_server.url}])
+                yield name, Tab(context)
+                context.close()
+        try:
+            yield each()
+        finally:
+            browser.close()
 
 
 def _video_job(owner, template, media: Path) -> Job:
@@ -78,77 +98,52 @@ def _video_job(owner, template, media: Path) -> Job:
 
 
 def test_a_running_video_shows_its_frames_and_time_left_live(local, web_server, monkeypatch):
-    sync_playwright = _sync_playwright()
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     SHOTS.mkdir(parents=True, exist_ok=True)
     owner = User.objects.get(username="demo")
     template = Template.objects.get(slug="gpu-batch")
     job = _video_job(owner, template, Path(settings.MEDIA_ROOT) / "users" / str(owner.pk) / "jobs" / "media")
-    session = Client()
-    session.force_login(owner)
-    cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            expected = "frame 1,200 of 1,800 · about 40 s left"
-            for width, height, name in ((1280, 1000, "desktop"), (390, 844, "phone")):
-                context = browser.new_context(base_url=web_server.url, viewport={"width": width, "height": height})
-                context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": web_server.url}])
-                tab = Tab(context)
-                page = tab.page
-                page.goto(f"/jobs/{job.id}")
-                page.wait_for_selector("#live-indicator[data-mode=live]", timeout=15_000)
-                wait_for(page, f"{FRAMES} !== null", 10_000)
+    expected = "frame 1,200 of 1,800 · about 40 s left"
+    with _tabs(web_server, owner) as tabs:
+        for name, tab in tabs:
+            page = tab.page
+            page.goto(f"/jobs/{job.id}")
+            page.wait_for_selector("#live-indicator[data-mode=live]", timeout=15_000)
+            wait_for(page, f"{FRAMES} !== null", 10_000)
+            assert page.evaluate(f"{FRAMES}.textContent") == expected
+            bar = page.evaluate("document.querySelector('li[data-target-index=\"0\"] .progress-done').style.width")
+            assert bar.startswith("66.6" if "1,200" in expected else "83.3")
+            done = page.locator('li[data-target-index="1"]')
+            assert done.locator(".thumb img").count() == 1  # the poster, where a photo has its thumbnail
+            assert "1 person" in done.inner_text() and "face" not in done.inner_text()
+            page.locator("#targets").scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / f"videos-job-{name}.png"), full_page=False)
+            if name == "desktop":
+                # the watcher's next cycle: 1,500 frames after 100 s -> 20 s left
+                Target.objects.filter(job=job, index=0).update(frames_done=1500, seconds=100.0)
+                _publish_output(job, 0)
+                wait_for(page, f"{FRAMES}.textContent.indexOf('1,500') >= 0", 10_000)
+                expected = "frame 1,500 of 1,800 · about 20 s left"
                 assert page.evaluate(f"{FRAMES}.textContent") == expected
-                bar = page.evaluate("document.querySelector('li[data-target-index=\"0\"] .progress-done').style.width")
-                assert bar.startswith("66.6" if "1,200" in expected else "83.3")
-                done = page.locator('li[data-target-index="1"]')
-                assert done.locator(".thumb img").count() == 1  # the poster, where a photo has its thumbnail
-                assert "1 person" in done.inner_text() and "face" not in done.inner_text()
-                page.locator("#targets").scroll_into_view_if_needed()
-                page.screenshot(path=str(SHOTS / f"videos-job-{name}.png"), full_page=False)
-                if name == "desktop":
-                    # the watcher's next cycle: 1,500 frames after 100 s -> 20 s left
-                    Target.objects.filter(job=job, index=0).update(frames_done=1500, seconds=100.0)
-                    _publish_output(job, 0)
-                    wait_for(page, f"{FRAMES}.textContent.indexOf('1,500') >= 0", 10_000)
-                    expected = "frame 1,500 of 1,800 · about 20 s left"
-                    assert page.evaluate(f"{FRAMES}.textContent") == expected
-                    assert len(tab.navigations) == 1  # no reload
-                assert not tab.problems, tab.problems
-                context.close()
-        finally:
-            browser.close()
+                assert len(tab.navigations) == 1  # no reload
+            assert not tab.problems, tab.problems
 
 
 def test_the_new_job_page_estimates_a_minute_of_video_by_its_frames(local, web_server, monkeypatch):
-    sync_playwright = _sync_playwright()
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     SHOTS.mkdir(parents=True, exist_ok=True)
-    owner = User.objects.get(username="demo")
-    session = Client()
-    session.force_login(owner)
-    cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            for width, height, name in ((1280, 1000, "desktop"), (390, 844, "phone")):
-                context = browser.new_context(base_url=web_server.url, viewport={"width": width, "height": height})
-                context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": web_server.url}])
-                tab = Tab(context)
-                page = tab.page
-                page.goto("/jobs/new")
-                card = page.locator(".template-card", has_text="GPU batch")
-                facts = " ".join(card.locator(".template-facts").inner_text().split())
-                assert "for 100 photos" in facts and "per batch of" in facts and "per task" not in facts
-                card.click()
-                page.evaluate("document.dispatchEvent(new CustomEvent('uploads:changed', "
-                              "{detail: {images: 2, videos: 1, frames: 1800}}))")
-                line = page.text_content("#estimate")
-                assert "Photos: 2, videos: 1 (1,800 frames in all)" in line, line
-                page.evaluate("document.getElementById('estimate').scrollIntoView({block: 'end'})")
-                page.screenshot(path=str(SHOTS / f"videos-new-job-{name}.png"), full_page=False)
-                assert not [p for p in tab.problems if "uploads" not in p], tab.problems
-                context.close()
-        finally:
-            browser.close()
+    with _tabs(web_server, User.objects.get(username="demo")) as tabs:
+        for name, tab in tabs:
+            page = tab.page
+            page.goto("/jobs/new")
+            card = page.locator(".template-card", has_text="GPU batch")
+            facts = " ".join(card.locator(".template-facts").inner_text().split())
+            assert "for 100 photos" in facts and "per batch of" in facts and "per task" not in facts
+            card.click()
+            page.evaluate("document.dispatchEvent(new CustomEvent('uploads:changed', "
+                          "{detail: {images: 2, videos: 1, frames: 1800}}))")
+            line = page.text_content("#estimate")
+            assert "Photos: 2, videos: 1 (1,800 frames in all)" in line, line
+            page.evaluate("document.getElementById('estimate').scrollIntoView({block: 'end'})")
+            page.screenshot(path=str(SHOTS / f"videos-new-job-{name}.png"), full_page=False)
+            assert not tab.problems, tab.problems
