@@ -24,11 +24,20 @@ class PortalError(Exception):
 
 
 class StartError(PortalError):
-    """A Start that cannot go ahead; `field` names the form field to show it next to (None: the form)."""
+    """A Start that cannot go ahead; `field` names the form field to show it next to (None: the form).
 
-    def __init__(self, message: str, field: str | None = None):
+    `problems` lists every (field, message) found, all at once (the form shows each next to its
+    field); `message` and `field` are the first, for callers that show one."""
+
+    def __init__(self, message: str, field: str | None = None, problems: list[tuple[str | None, str]] | None = None):
         super().__init__(message)
         self.field = field
+        self.problems = problems or [(field, self.message)]
+
+    @classmethod
+    def of(cls, problems: list[tuple[str | None, str]]) -> "StartError":
+        field, message = problems[0]
+        return cls(message, field, [(f, str(m)) for f, m in problems])
 
 
 class QuotaExceeded(StartError):

@@ -19,14 +19,17 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from cluster import PathNotAllowed, check_in_roots
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
 
-from jobs import audit, tasks
-from jobs.models import Job, Source, Target, Template
+from jobs import audit, tasks, upload_store
+from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
 from jobs.errors import StartError, UploadRejected
 from jobs.quotas import check_job_size, check_quota
+from jobs.folder_check import count_folder
+from jobs.upload_checks import check_face
 from jobs.uploads import check_upload, safe_name, unique_name
 
 log = logging.getLogger(__name__)
@@ -34,72 +37,145 @@ log = logging.getLogger(__name__)
 MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
 
 
-def start_job(*, user, template: Template | None, sources: list[UploadedFile], target_folder: str = "",
+def start_job(*, user, template: Template | None, sources: list[UploadedFile] | None = None, target_folder: str = "",
               target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
-              callback_url: str = "", request=None) -> Job:
-    """Create a queued job (and enqueue its submission on commit), or raise StartError (a
-    QuotaExceeded when a quota refuses it). `request`, when given, only feeds the audit log."""
-    target_files = target_files or []
+              callback_url: str = "", request=None, source_uploads=(), target_uploads=()) -> Job:
+    """Create a queued job (and enqueue its submission on commit), or raise StartError listing every
+    problem found (a QuotaExceeded when only a quota refuses it). Files come sent with the request
+    (`sources`, `target_files`) or sent ahead (`source_uploads`, `target_uploads`: ids of the user's
+    jobs.models.Upload). `request`, when given, only feeds the audit log."""
+    sources, target_files = sources or [], target_files or []
+    problems: list[tuple[str | None, str]] = []
     if template is None or not Template.objects.usable_by(user).filter(pk=template.pk).exists():
-        raise StartError(_("Choose one of the templates offered to you."), "template")
+        problems.append(("template", _("Choose one of the templates offered to you.")))
+        template = None
     if not consent:
-        raise StartError(_("Confirm that you have the right to process the faces in these photos."), "consent")
-    if not sources:
-        raise StartError(_("Upload at least one photo of the face to put in."), "source")
-    if bool(target_folder) == bool(target_files):
-        raise StartError(_("Pick a target folder on the cluster or upload target files (one of the two)."), "target_folder")
-    profile = template.cluster
-    check_job_size(profile, len(target_files))  # before any upload is read: a folder is counted after listing
-    if target_folder:
-        try:
-            target_folder = check_in_roots(target_folder, list(profile.target_roots))
-        except PathNotAllowed:
-            raise StartError(_("That folder is outside the folders you may use. Pick one with the folder browser."),
-                             "target_folder") from None
+        problems.append(("consent", _("Confirm that you have the right to process the faces in these photos.")))
+    sent_sources = _sent(user, source_uploads, UploadKind.SOURCE, "source", problems)
+    sent_targets = _sent(user, target_uploads, UploadKind.TARGET, "targets", problems)
+    if not sources and not source_uploads:
+        problems.append(("source", _("Upload at least one photo of the face to put in.")))
+    has_files = bool(target_files or target_uploads)
+    if bool(target_folder) == has_files:
+        problems.append(("target_folder", _("Pick a target folder on the cluster or upload target files (one of the two).")))
     for f in sources:
         try:
             check_upload(f, kind="image")
+            check_face(f)
         except UploadRejected as exc:
-            raise StartError(_("Source %(name)s: %(reason)s") % {"name": f.name, "reason": exc}, "source") from None
+            problems.append(("source", _("Source %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
     for f in target_files:
         try:
             check_upload(f, kind="media")
         except UploadRejected as exc:
-            raise StartError(_("Target %(name)s: %(reason)s") % {"name": f.name, "reason": exc}, "targets") from None
+            problems.append(("targets", _("Target %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
+    profile = template.cluster if template else None
+    if profile is not None:
+        try:  # a folder is counted after listing
+            check_job_size(profile, len(target_files) + len(sent_targets))
+        except StartError as exc:
+            problems.append((exc.field, exc.message))
+        if target_folder and not has_files:
+            target_folder = _checked_folder(profile, target_folder, problems)
+    if problems:
+        raise StartError.of(problems)
 
     job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=template.snapshot().to_json(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url)
     # Folder targets are counted on the cluster after Start (jobs.submit re-checks the count).
-    n_targets = len(target_files) if target_files else None
-    upload_sizes = [(f.name, f.size, "source") for f in sources] + [(f.name, f.size, "targets") for f in target_files]
+    n_targets = len(target_files) + len(sent_targets) if has_files else None
+    upload_sizes = ([(f.name, f.size, "source") for f in sources] + [(u.name, u.size, "source") for u in sent_sources]
+                    + [(f.name, f.size, "targets") for f in target_files] + [(u.name, u.size, "targets") for u in sent_targets])
+    claimed: list[upload_store.Claimed] = []
     try:
         with transaction.atomic():
             # Locks the user's (and their groups') quota rows first: a second Start waits here.
             check_quota(user, template, n_targets, upload_sizes)
             job.save()
             audit.record(user, "job.start", target=job, request=request, details={
-                "template": template.slug, "target_folder": target_folder, "uploaded_targets": len(target_files),
-                "sources": len(sources), "consent_at": job.consent_at.isoformat()})
+                "template": template.slug, "target_folder": target_folder,
+                "uploaded_targets": len(target_files) + len(sent_targets),
+                "sources": len(sources) + len(sent_sources), "consent_at": job.consent_at.isoformat()})
+            _use_up(user, sent_sources + sent_targets)
             for f in sources:
                 Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
+            claimed += upload_store.claim(sent_sources, job.media_dir / "sources")
+            for c in claimed:
+                Source.objects.create(job=job, file=str(c.path), original_name=c.upload.name[:255])
             used: set[str] = set()
+            outs = [unique_name(default_output_name(safe_name(n)), used)
+                    for n in [f.name for f in target_files] + [u.name for u in sent_targets]]
+            moved = upload_store.claim(sent_targets, job.media_dir / "targets", names=outs[len(target_files):])
+            claimed += moved
             chunk_size = max(1, template.chunk_size)
-            for i, f in enumerate(target_files):
-                out = unique_name(default_output_name(safe_name(f.name)), used)
-                Target.objects.create(job=job, index=i, name=f.name[:500], upload=_named(f, out), output_name=out,
-                                      task_index=i // chunk_size,
-                                      cluster_path=profile.job_folder(job.id).target(out))
-            job.total = len(target_files)
+            folder = profile.job_folder(job.id)
+            rows = [dict(name=f.name[:500], upload=_named(f, out)) for f, out in zip(target_files, outs)]
+            rows += [dict(name=c.upload.name[:500], upload=str(c.path)) for c in moved]
+            for i, (row, out) in enumerate(zip(rows, outs)):
+                Target.objects.create(job=job, index=i, output_name=out, task_index=i // chunk_size,
+                                      cluster_path=folder.target(out), **row)
+            job.total = len(rows)
             job.save(update_fields=["total"])
             if settings.SUBMIT_ON_START:
                 transaction.on_commit(lambda: tasks.enqueue_submission(job))
     except Exception:
-        # Files are written before the rows commit: remove them so a failed Start leaves nothing.
+        # Files sent ahead go back where they were (the user still has them on the form); files
+        # written before the rows commit are removed, so a failed Start leaves nothing behind.
+        upload_store.unclaim(claimed)
         shutil.rmtree(job.media_dir, ignore_errors=True)
         raise
+    for upload in sent_sources + sent_targets:
+        upload.preview_path.unlink(missing_ok=True)
     log.info("job %s started by %s: template %s, %s", job.id, user, template.slug,
-             f"folder {target_folder}" if target_folder else f"{len(target_files)} uploaded target(s)")
+             f"folder {target_folder}" if target_folder else f"{job.total} uploaded target(s)")
     return job
+
+
+def _sent(user, ids, kind: str, field: str, problems: list) -> list[Upload]:
+    """The user's uploads `ids` of `kind`, in the order given; what is missing, refused or still
+    arriving becomes a problem (one per file, with its name and what to do)."""
+    ids = [str(i) for i in ids]
+    found = {str(u.id): u for u in Upload.objects.of(user).filter(kind=kind, pk__in=ids)}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        problems.append((field, ngettext(
+            "%(n)s file sent earlier is no longer kept (it expired or was removed); choose it again.",
+            "%(n)s files sent earlier are no longer kept (they expired or were removed); choose them again.",
+            len(missing)) % {"n": len(missing)}))
+    out = []
+    for i in ids:
+        upload = found.get(i)
+        if upload is None:
+            continue
+        if upload.status == UploadStatus.REFUSED:
+            problems.append((field, _("%(name)s: %(reason)s. Remove it or replace it.") % {"name": upload.name, "reason": upload.problem}))
+        elif upload.status != UploadStatus.READY:
+            problems.append((field, _("%(name)s is still being sent; wait until it is finished.") % {"name": upload.name}))
+        else:
+            out.append(upload)
+    return out
+
+
+def _use_up(user, uploads: list[Upload]) -> None:
+    """Delete the uploads' rows in the Start's transaction, all or none: a second Start given the
+    same files at the same moment finds them gone and is refused, and never shares a file."""
+    if uploads and Upload.objects.of(user).filter(pk__in=[u.pk for u in uploads]).delete()[0] != len(uploads):
+        raise StartError(_("These files were just used by another Start; choose them again."), "targets")
+
+
+def _checked_folder(profile, target_folder: str, problems: list) -> str:
+    """The folder, normalised, if it is allowed and holds photos or videos (asked of the cluster);
+    else a problem. A cluster that does not answer is not the user's mistake: the folder is taken."""
+    try:
+        target_folder = check_in_roots(target_folder, list(profile.target_roots))
+    except PathNotAllowed:
+        problems.append(("target_folder", _("That folder is outside the folders you may use. Pick one with the folder browser.")))
+        return target_folder
+    if settings.FOLDER_CHECK_ON_START:
+        found = count_folder(profile, target_folder)
+        if found.problem:
+            problems.append(("target_folder", found.problem))
+    return target_folder
 
 
 def _named(f: UploadedFile, name: str | None = None) -> UploadedFile:

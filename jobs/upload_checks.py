@@ -66,20 +66,12 @@ def _is_image(fh) -> bool:
 
 
 def _check_image(upload: Upload) -> dict:
-    with Image.open(upload.path) as im:
-        width, height = im.size
-        im.draft("RGB", (CHECK_MAX_SIDE, CHECK_MAX_SIDE))  # JPEG: decoded at a fraction of its size
-        picture = ImageOps.exif_transpose(im).convert("RGB")
-    picture.thumbnail((CHECK_MAX_SIDE, CHECK_MAX_SIDE))
+    picture, width, height = _picture(upload.path)
     info = {"media": "image", "width": width, "height": height}
     if upload.kind == UploadKind.TARGET:
         _save_preview(picture, upload.preview_path)
         return info
-    import numpy as np
-
-    faces = find_faces(np.asarray(picture))
-    if not faces:
-        raise UploadRejected(_("no face found in this photo: choose a clear photo where the face is seen from the front"))
+    faces = _faces_or_refuse(picture)
     w, h = picture.size
     crop = face_crop_box(faces[0], w, h)
     _save_preview(picture.crop(crop), upload.preview_path)
@@ -87,6 +79,33 @@ def _check_image(upload: Upload) -> dict:
     # where the face is, as fractions of the picture (the same whatever size it is shown at)
     info["face_box"] = [round(v, 4) for v in (crop[0] / w, crop[1] / h, crop[2] / w, crop[3] / h)]
     return info
+
+
+def check_face(f) -> None:
+    """Raise UploadRejected when the face photo `f` (a path or an open file, already checked by
+    `check_upload`) shows no face: the check a file sent with the form gets (no JavaScript, the API)."""
+    _faces_or_refuse(_picture(f)[0])
+
+
+def _picture(f) -> tuple[Image.Image, int, int]:
+    """The photo upright, in RGB, at most CHECK_MAX_SIDE pixels; and its full width and height."""
+    with Image.open(f) as im:
+        width, height = im.size
+        im.draft("RGB", (CHECK_MAX_SIDE, CHECK_MAX_SIDE))  # JPEG: decoded at a fraction of its size
+        picture = ImageOps.exif_transpose(im).convert("RGB")
+    picture.thumbnail((CHECK_MAX_SIDE, CHECK_MAX_SIDE))
+    if hasattr(f, "seek"):
+        f.seek(0)
+    return picture, width, height
+
+
+def _faces_or_refuse(picture: Image.Image):
+    import numpy as np
+
+    faces = find_faces(np.asarray(picture))
+    if not faces:
+        raise UploadRejected(_("no face found in this photo: choose a clear photo where the face is seen from the front"))
+    return faces
 
 
 def _check_video(upload: Upload) -> dict:

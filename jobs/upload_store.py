@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,41 @@ def append(upload: Upload, offset: int, stream, length: int | None) -> Upload:
     return upload
 
 
+def keep(user, f, kind: str, name: str | None = None) -> Upload | None:
+    """Make the file `f` (sent with a form, or a job's own input: anything with read(), or a path)
+    an upload of `user`, checked as if sent ahead: a refused Start then loses none of its good files,
+    and "Run again" starts from the files of the job it repeats. A job's file is linked, not copied,
+    where the file system allows. None when the file is refused (the caller has already said why)."""
+    if isinstance(f, (str, os.PathLike)):
+        if not os.path.isfile(f):
+            return None  # a job's file removed since (results cleaned up): nothing to offer
+        size, name = os.path.getsize(f), name or os.path.basename(f)
+    else:
+        size, name = f.size, name or f.name
+    try:
+        upload = create(user, kind, name, size)
+    except UploadRefused:
+        return None
+    if isinstance(f, (str, os.PathLike)):
+        try:
+            os.unlink(upload.path)
+            os.link(f, upload.path)
+        except OSError:
+            shutil.copyfile(f, upload.path)
+    else:
+        f.seek(0)
+        with open(upload.path, "r+b") as out:
+            shutil.copyfileobj(f, out, COPY_BYTES)
+        f.seek(0)
+    Upload.objects.filter(pk=upload.pk).update(offset=size, received=size)
+    upload.offset = upload.received = size
+    check_arrived(upload)
+    if upload.status != UploadStatus.READY:
+        remove(upload)
+        return None
+    return upload
+
+
 def remove(upload: Upload) -> None:
     upload.remove_files()
     upload.delete()
@@ -117,17 +153,19 @@ class Claimed:
     path: Path  # relative to MEDIA_ROOT
 
 
-def claim(uploads: list[Upload], folder: Path) -> list[Claimed]:
+def claim(uploads: list[Upload], folder: Path, names: list[str] | None = None) -> list[Claimed]:
     """Move the uploads' files into `folder` (a job's sources/ or targets/), keeping their order and
-    giving each a unique safe name. The caller deletes the rows in its transaction; on failure it calls
+    giving each a unique safe name (or the one in `names`). The caller deletes the rows in its transaction; on failure it calls
     `unclaim`, which puts the files back, so a Start that fails loses nothing that was sent."""
+    if not uploads:
+        return []
     _private_dirs(folder)
     used: set[str] = set()
     moved: list[Claimed] = []
     root = Path(settings.MEDIA_ROOT)
     try:
-        for upload in uploads:
-            name = unique_name(safe_name(upload.name), used)
+        for i, upload in enumerate(uploads):
+            name = names[i] if names else unique_name(safe_name(upload.name), used)
             dest = folder / name
             os.replace(upload.path, dest)
             moved.append(Claimed(upload, dest.relative_to(root)))

@@ -189,6 +189,9 @@ UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(2 * 1024**3))  # per file
 # Files sent ahead of Start (jobs.upload_store): one user's unused ones, at most (expiry removes them).
 UPLOADS_PENDING_MAX_FILES = envint("UPLOADS_PENDING_MAX_FILES", "2000")
 UPLOADS_PENDING_MAX_BYTES = envint("UPLOADS_PENDING_MAX_BYTES", str(20 * 1024**3))
+# Start asks the cluster what a target folder holds, to refuse an empty or mistyped one next to its field
+# (jobs.folder_check; a cluster that does not answer never refuses a Start).
+FOLDER_CHECK_ON_START = os.environ.get("FOLDER_CHECK_ON_START", "1") != "0"
 # Files in one request. Django's default (100) would refuse a Start of 101 uploaded targets with a
 # bare 400 before any view runs; per-user limits are the quota's targets per job (jobs.quotas).
 # Still bounded: every file of a request is parsed into a temporary file before the view runs.

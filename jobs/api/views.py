@@ -6,6 +6,9 @@ may not see is 404, exactly like one that does not exist, so ids leak nothing.
 """
 from __future__ import annotations
 
+import json
+import uuid
+
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.http import JsonResponse
@@ -67,13 +70,31 @@ def _create_job(request) -> JsonResponse:
             target_folder=data.get("target_folder", "").strip(), target_files=request.FILES.getlist("targets"),
             consent=data.get("consent", "").strip().lower() in TRUE_WORDS, name=data.get("name", ""),
             callback_url=callback_url, request=request,
+            source_uploads=_upload_ids(data, "source_uploads"), target_uploads=_upload_ids(data, "target_uploads"),
         )
     except StartError as exc:
-        return error(exc.message, 400, exc.field)
+        response = error(exc.message, 400, exc.field)
+        if len(exc.problems) > 1:  # every problem at once, as the page shows them
+            body = json.loads(response.content)
+            body["errors"] = [{"field": f, "error": m} for f, m in exc.problems]
+            response = JsonResponse(body, status=400)
+        return response
     body = serializers.job_created(job, request)
     response = JsonResponse(body, status=201)
     response["Location"] = body["url"]
     return response
+
+
+def _upload_ids(data, name: str) -> list[str]:
+    """Ids of files sent ahead over tus (`/uploads/`), repeated or comma-separated; non-ids dropped."""
+    out = []
+    for value in data.getlist(name):
+        for part in value.split(","):
+            try:
+                out.append(str(uuid.UUID(part.strip())))
+            except ValueError:
+                continue
+    return out
 
 
 def _list_jobs(request) -> JsonResponse:

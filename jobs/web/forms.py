@@ -2,6 +2,8 @@
 `jobs.start.start_job`, shared with the API, whose `StartError.field` names one of these fields."""
 from __future__ import annotations
 
+import uuid
+
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
@@ -9,6 +11,9 @@ from django.utils.translation import gettext_lazy as _
 
 from jobs import ratelimit
 from jobs.models import Template
+
+#: ids of files sent ahead taken from one form (more than a user may have waiting are ignored)
+MAX_UPLOAD_IDS = 5000
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -32,6 +37,26 @@ class MultipleFileField(forms.FileField):
         return [super().clean(data, initial)] if data else []
 
 
+class UploadIdsField(forms.Field):
+    """Ids of files sent ahead of Start (jobs.models.Upload), one hidden input each, in order.
+    Anything that is not an id is dropped: Start looks each one up among the user's own uploads."""
+
+    widget = forms.MultipleHiddenInput
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("required", False)
+        super().__init__(*args, **kwargs)
+
+    def to_python(self, value):
+        out = []
+        for item in value or []:
+            try:
+                out.append(str(uuid.UUID(str(item))))
+            except ValueError:
+                continue
+        return list(dict.fromkeys(out))[:MAX_UPLOAD_IDS]
+
+
 class TemplateChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Template) -> str:
         return obj.name
@@ -50,6 +75,8 @@ class NewJobForm(forms.Form):
     targets = MultipleFileField(label=_("…or upload target files"),
                                 help_text=_("Images or videos whose faces are replaced."),
                                 widget=MultipleFileInput(attrs={"accept": "image/*,video/*"}))
+    source_uploads = UploadIdsField()
+    target_uploads = UploadIdsField()
     name = forms.CharField(label=_("Job name (optional)"), required=False, max_length=200)
     consent = forms.BooleanField(label=_("I have the right to process the faces in these photos"), required=False)
 

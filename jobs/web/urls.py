@@ -18,6 +18,7 @@ urlpatterns = [
     path("uploads/<uuid:upload_id>/preview", uploads.upload_preview, name="upload-preview"),
     path("jobs/live.json", live.jobs_live, name="jobs-live"),
     path("folders", folders.folder_browse, name="folder-browse"),
+    path("folders/check", folders.folder_check, name="folder-check"),
     path("usage", usage.usage, name="usage"),
     path("usage.csv", usage.usage_csv, name="usage-csv"),
     path("account", account.account, name="account"),

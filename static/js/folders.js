@@ -42,6 +42,7 @@
     } else if (link.classList.contains("use-folder")) {
       ev.preventDefault();
       input.value = link.dataset.path;
+      input.dispatchEvent(new Event("change", { bubbles: true })); // the folder is checked (uploads/folder.js)
       panel.hidden = true;
       input.focus();
     }

@@ -12,6 +12,8 @@ from jobs.models import ClusterProfile, Template
 @pytest.fixture(autouse=True)
 def _no_submission(settings, tmp_path):
     settings.SUBMIT_ON_START = False
+    # Start's folder check asks the cluster (jobs.folder_check): tests of it give a fake runner.
+    settings.FOLDER_CHECK_ON_START = False
     # Django's real password hashing costs ~0.3 s per user; these tests don't need it.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MEDIA_ROOT = tmp_path / "media"

@@ -46,8 +46,9 @@ def png_header_only(width, height) -> bytes:
 
 
 def media_files() -> list[Path]:
+    """Every file of every job (a refused Start keeps the user's good files as uploads, not in a job)."""
     root = Path(settings.MEDIA_ROOT)
-    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+    return sorted(p for p in root.rglob("*") if p.is_file() and "uploads" not in p.parts) if root.exists() else []
 
 
 @pytest.fixture

@@ -4,13 +4,14 @@ from __future__ import annotations
 import posixpath
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_safe
 
 from jobs import browse as browsing  # the module, so tests can swap browsing.browse
 from jobs.errors import BrowseError
+from jobs.folder_check import count_folder
 
 #: files listed under a folder's sub-folders; the rest are counted (a shoot can hold thousands)
 FILES_SHOWN = 200
@@ -64,3 +65,23 @@ def breadcrumbs(path: str, roots: list[str]) -> list[tuple[str, str]]:
         current = posixpath.join(current, part)
         crumbs.append((part, current))
     return crumbs
+
+
+@login_required
+@require_safe
+def folder_check(request: HttpRequest) -> JsonResponse:
+    """`?path=` a target folder, `?cluster=` a profile slug (none: the first): what it holds, asked
+    as the folder is typed or picked on the New job page. `{"ok", "images", "videos", "reachable",
+    "summary"}`; the summary is what the page shows next to the field."""
+    path = request.GET.get("path", "").strip()
+    slug = request.GET.get("cluster", "").strip()
+    profiles = browsing.profiles_for(request.user)
+    profile = next((p for p in profiles if p.slug == slug), None) if slug else (profiles[0] if profiles else None)
+    if profile is None:
+        return JsonResponse({"ok": False, "reachable": True, "images": 0, "videos": 0,
+                             "summary": _("No cluster is available to you. Ask an admin for a template.")}, status=404)
+    if not path:
+        return JsonResponse({"ok": False, "reachable": True, "images": 0, "videos": 0, "summary": ""})
+    found = count_folder(profile, path)
+    return JsonResponse({"ok": found.ok, "reachable": found.reachable, "images": found.images, "videos": found.videos,
+                         "path": found.path, "summary": found.summary()})

@@ -1,6 +1,14 @@
-"""New job: the form, and Start."""
+"""New job: the form, and Start.
+
+Files are normally sent ahead, as soon as they are chosen (tus: jobs/web/views/uploads.py), and the
+form carries only their ids; without JavaScript they come with the form. Either way a refused Start
+loses nothing: the form comes back with every problem next to its field, and the good files sent
+with it are kept as uploads, listed on the form, sent again by nobody. `?again=<job>` fills the form
+from one of the user's jobs ("Run again"): its template, folder, name, and its files.
+"""
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -8,15 +16,24 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
+
+from jobs import upload_store
 from jobs.errors import StartError
+from jobs.models import Job, Upload, UploadKind
 from jobs.quotas import quota_status
 from jobs.start import start_job
 from jobs.web.forms import NewJobForm
+from jobs.web.views.uploads import describe
+
+#: files of a repeated job made ready again at most (a bigger set: pick its folder, or start it anew)
+AGAIN_MAX_FILES = 1000
 
 
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
+    sent = {"source": [], "targets": []}
     if request.method == "POST":
         form = NewJobForm(request.POST, request.FILES, user=request.user)
         if form.is_valid():
@@ -24,9 +41,12 @@ def job_new(request: HttpRequest) -> HttpResponse:
             try:
                 job = start_job(user=request.user, template=data["template"], sources=data["source"],
                                 target_folder=data["target_folder"].strip(), target_files=data["targets"],
-                                consent=data["consent"], name=data["name"], request=request)
+                                consent=data["consent"], name=data["name"], request=request,
+                                source_uploads=data["source_uploads"], target_uploads=data["target_uploads"])
             except StartError as exc:
-                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+                sent = _kept(request, data)  # before add_error, which takes fields out of cleaned_data
+                for field, message in exc.problems:
+                    form.add_error(field if field in form.fields else None, message)
             else:
                 messages.success(request, _("Job started. This page follows its progress."), extra_tags="job-started")
                 return redirect("job-detail", job_id=job.id)
@@ -34,6 +54,52 @@ def job_new(request: HttpRequest) -> HttpResponse:
         form = NewJobForm(user=request.user, initial={"target_folder": request.GET.get("target_folder", "")})
         # The admin's first template (by their order) is the default choice.
         form.initial["template"] = form.fields["template"].queryset.values_list("pk", flat=True).first()
+        again = _job_to_repeat(request)
+        if again is not None:
+            sent = _fill_from(form, again, request.user)
+    context = {
+        "form": form, "quota": quota_status(request.user),
+        # what the upload widget starts from: files already sent, with what their check found
+        "sent": {"source": [describe(u) for u in sent["source"]], "targets": [describe(u) for u in sent["targets"]]},
+        "upload_limits": {"max_bytes": settings.UPLOAD_MAX_BYTES, "image_ext": " ".join(IMAGE_EXTENSIONS),
+                          "video_ext": " ".join(VIDEO_EXTENSIONS)},
+    }
     # What the user has left, shown before Start (the Start itself checks again, under a lock).
-    return render(request, "jobs/job_new.html", {"form": form, "files_dropped": bool(request.FILES),
-                                                 "quota": quota_status(request.user)})
+    return render(request, "jobs/job_new.html", context)
+
+
+def _kept(request: HttpRequest, data: dict) -> dict[str, list[Upload]]:
+    """After a refusal: the uploads the form named (still there), then the good files sent with the
+    form itself, kept as uploads so that nobody has to choose them again."""
+    out = {}
+    for field, ids_field, kind in (("source", "source_uploads", UploadKind.SOURCE), ("targets", "target_uploads", UploadKind.TARGET)):
+        found = {str(u.id): u for u in Upload.objects.of(request.user).filter(kind=kind, pk__in=data[ids_field])}
+        uploads = [found[i] for i in data[ids_field] if i in found]
+        uploads += [u for u in (upload_store.keep(request.user, f, kind) for f in data[field]) if u is not None]
+        out[field] = uploads
+    return out
+
+
+def _job_to_repeat(request: HttpRequest) -> Job | None:
+    job_id = request.GET.get("again", "")
+    if not job_id:
+        return None
+    try:
+        return Job.objects.filter(owner=request.user, pk=job_id).select_related("template").first()
+    except Exception:  # noqa: BLE001 - not an id: nothing to repeat
+        return None
+
+
+def _fill_from(form: NewJobForm, job: Job, user) -> dict[str, list[Upload]]:
+    """Prefill the form from `job`: the same template (if still offered), folder and name; its face
+    photos and uploaded files made ready to send again (linked, not copied). Consent is asked again."""
+    if form.fields["template"].queryset.filter(pk=job.template_id).exists():
+        form.initial["template"] = job.template_id
+    form.initial["target_folder"] = job.target_folder
+    form.initial["name"] = job.name
+    sources = [upload_store.keep(user, s.file.path, UploadKind.SOURCE, name=s.original_name)
+               for s in job.sources.all()[:AGAIN_MAX_FILES] if s.file]
+    targets = [] if job.target_folder else [
+        upload_store.keep(user, t.upload.path, UploadKind.TARGET, name=t.name)
+        for t in job.targets.exclude(upload="").order_by("index")[:AGAIN_MAX_FILES]]
+    return {"source": [u for u in sources if u], "targets": [u for u in targets if u]}
