@@ -1,10 +1,13 @@
 """Retry on the REAL local cluster: two tasks made to exceed their memory limit at once (the worker's
 tests-only FFP_TEST_ALLOCATE_MB hook grows memory until Slurm kills it, on attempt 1 only) both end
 OUT_OF_MEMORY, are resubmitted automatically with more memory as attempt 2, and complete; a target
-that failed for its own reasons is never retried."""
+that failed for its own reasons is not retried automatically, and is done once its owner replaces
+its file and retries."""
 import subprocess
 
 import numpy
+from django.test import Client
+from django.urls import reverse
 from PIL import Image
 
 from jobs.attempts import history
@@ -68,21 +71,40 @@ def test_two_tasks_over_their_memory_are_retried_automatically_with_more_memory(
     assert all(r[1] == f"ffp-{job.id}" and r[3] == "FAILED" for r in rows if r[0].startswith(first)), out
 
 
-def test_a_corrupt_target_is_never_retried(api, local, folder, redis_queue):
+def test_a_damaged_file_replaced_by_its_owner_is_retried_and_done(api, local, folder, redis_queue):
+    """The issue's walk: a photo fails because its file is damaged; the watcher does not retry it (it
+    would fail again); its owner replaces the file on the job page and clicks Retry; the new attempt
+    reads the new file from the job's own folder on the cluster and the photo is done. The user's
+    folder is never written to."""
     fill(folder, {"a.jpg": SAMPLES / "t1.jpg"})
     badfiles.truncated(numpy.asarray(Image.open(SAMPLES / "astronaut.png").convert("RGB")), folder / "broken.jpg")
+    damaged = (folder / "broken.jpg").read_bytes()
     job = start(api, folder, template="cpu-small")
     run_rq(redis_queue)
     job = watch_until(job, FINAL)
-    assert job.status == JobStatus.PARTIALLY_FAILED, job.error
+    assert job.status == JobStatus.PARTIALLY_FAILED and job.attempt == 1, job.error  # not retried by the watcher
     broken = job.targets.get(name="broken.jpg")
-    before = (broken.status, broken.message, broken.failed_with_task)
-    assert before[0] == TargetStatus.FAILED and not before[2]
+    assert broken.status == TargetStatus.FAILED and not broken.failed_with_task
 
-    r = api.post(f"/api/v1/jobs/{job.id}/retry")
-    assert r.status_code == 409 and "their own reasons" in r.json()["error"]
-    assert not [j for j in redis_queue.jobs if j.func_name.endswith("submit_job")]  # nothing resubmitted
-    job = Job.objects.get(pk=job.pk)
-    broken.refresh_from_db()
-    assert (broken.status, broken.message, broken.failed_with_task) == before
-    assert job.status == JobStatus.PARTIALLY_FAILED and job.attempt == 1 and history(job) == []
+    web = Client()
+    web.force_login(job.owner)
+    page = web.get(reverse("job-detail", args=[job.id])).content.decode()
+    replace_url = reverse("job-target-replace", args=[job.id, broken.index])
+    assert f'action="{replace_url}"' in page and 'id="job-retry"' in page
+    with open(SAMPLES / "t1.jpg", "rb") as good:
+        assert web.post(replace_url, {"file": good}).status_code == 302
+    assert web.post(reverse("job-retry", args=[job.id])).status_code == 302
+    job.refresh_from_db()
+    assert job.status == JobStatus.QUEUED and job.attempt == 2
+    assert [j for j in redis_queue.jobs if j.func_name.endswith("submit_job")]  # the new attempt is on its way
+
+    run_rq(redis_queue)
+    job.refresh_from_db()
+    assert job.status == JobStatus.PENDING and job.slurm_job_id, job.error
+    job = watch_until(job, FINAL)
+    assert job.status == JobStatus.COMPLETED, (job.error, [(t.name, t.status, t.message) for t in job.targets.all()])
+    assert job.done == 2 and job.failed == 0 and all(t.output_file for t in job.targets.all())
+    assert history(job)[1].array == str(broken.task_index)
+    # The user's folder holds what it held: the damaged file, untouched, and nothing new.
+    assert (folder / "broken.jpg").read_bytes() == damaged
+    assert sorted(p.name for p in folder.iterdir()) == ["a.jpg", "broken.jpg"]
