@@ -22,7 +22,7 @@ export class Compare {
     this.divider = root.querySelector("#ba-divider");
     this.tools = root.querySelector("#gallery-tools");
     this.media = Array.from(this.canvas.querySelectorAll("img, video"));
-    this.valueWord = root.getAttribute("data-word-divider-value") || "{n} %";
+    this.valueWord = root.getAttribute("data-word-divider-value") || "{n}";
     this.mode = "slider";
     this.zoom = "fit";
     this.split = 50; // percent of the frame's width, from the left, that shows "before"
