@@ -44,7 +44,8 @@ TASKS_PER_PAGE = 20
 TARGET_FILTERS: dict[str, tuple] = {
     "all": (_("All"), None),
     "failed": (_("Failed"), (TargetStatus.FAILED,)),
-    "todo": (_("Not done yet"), (TargetStatus.WAITING, TargetStatus.RUNNING)),
+    # a cancelled one is not done yet either (Retry runs it): the count, total - done - failed, holds it
+    "todo": (_("Not done yet"), (TargetStatus.WAITING, TargetStatus.RUNNING, TargetStatus.CANCELLED)),
     "done": (_("Done"), OK_TARGET_STATUSES),
 }
 

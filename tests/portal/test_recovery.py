@@ -390,3 +390,10 @@ def test_dates_are_written_one_way(owner, template):
     body = page(session_client(owner), job)
     dates = re.findall(r"<time datetime=\"[^\"]+\">([^<]*)</time>", body)
     assert len(dates) == 3 and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", d) for d in dates), dates
+
+
+def test_not_done_yet_lists_the_cancelled_ones_it_counts(owner, template):
+    job = ended_job(owner, template, status=JobStatus.CANCELLED)
+    body = session_client(owner).get(reverse("job-detail", args=[job.id]) + "?show=todo").content.decode()
+    assert '<span class="count" data-count-of="todo">1</span>' in body
+    assert 'id="target-2"' in body and 'id="target-1"' not in body
