@@ -4,4 +4,4 @@ Changes to templates, cluster profiles and quotas are audited (`base.AuditedAdmi
 itself is read-only for everyone, superusers included. Importing this package registers every
 ModelAdmin (Django's admin autodiscovery imports `jobs.admin`).
 """
-from jobs.admin import audit, jobs, profiles, quotas, templates, usage  # noqa: F401 - they register themselves
+from jobs.admin import audit, jobs, profiles, quotas, templates, uploads, usage  # noqa: F401 - they register themselves

@@ -166,3 +166,20 @@ def test_a_users_waiting_files_are_bounded(alice, settings):
     assert create(alice, b"x" * 10, "2.jpg", "target").status_code == 201
     r = create(alice, b"x" * 10, "3.jpg", "target")
     assert r.status_code == 429 and "remove some" in r.content.decode()
+
+
+def test_the_watcher_removes_expired_uploads_and_the_admin_sets_the_time(alice, jpeg_bytes, staff, monkeypatch):
+    from django.core.management import call_command
+
+    # (the command refuses this test settings' development key: not what is tested here)
+    monkeypatch.setattr("jobs.management.commands.watch_cluster.refuse_insecure_start", lambda: None)
+
+    up = send(alice, jpeg_bytes, "a.jpg", "target")
+    Upload.objects.filter(pk=up.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    call_command("watch_cluster", "--once")
+    assert not Upload.objects.exists() and not up.path.exists()
+    admin = Client()
+    admin.force_login(staff)
+    r = admin.post("/admin/jobs/uploadpolicy/add/", {"expiry_hours": "6"})
+    assert r.status_code == 302 and UploadPolicy.current().expiry_hours == 6
+    assert "Keep unused uploads for (hours)" in admin.get("/admin/jobs/uploadpolicy/1/change/").content.decode()

@@ -11,6 +11,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from jobs import upload_store
 from jobs.checks import refuse_insecure_start
 from jobs.models import ClusterProfile
 from jobs.recovery import requeue_orphans
@@ -41,9 +42,10 @@ class Command(BaseCommand):
         next_try: dict[int, float] = {}
         cycle = 0
         while not stop["now"]:
-            # Recovery (jobs/recovery.py): submissions Redis lost are enqueued again, every 10th cycle.
+            # Every 10th cycle: submissions Redis lost are enqueued again (jobs/recovery.py), unused uploads expire.
             if cycle % 10 == 0:
                 requeue_orphans()
+                upload_store.expire()  # files sent ahead that no Start used in time
             cycle += 1
             qs = ClusterProfile.objects.filter(is_active=True)
             if opts["profile"]:
