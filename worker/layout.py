@@ -10,6 +10,7 @@ The portal stages a job into a folder of its own and the worker writes under it:
       out/                        the manifest's `output_dir`
         outputs/<output>          one result per target
         progress/task-<N>.json    one progress record per array task (`worker.progress`)
+        posters/<output>.jpg      a running video's poster: one of its swapped frames, small
       logs/slurm_<A>_<a>.out      stdout+stderr of array task <a> of Slurm job <A>
 
 Paths are plain POSIX strings built with `posixpath`: the portal computes them for a REMOTE
@@ -52,6 +53,14 @@ class OutputFolder:
 
     def progress_record(self, task_index: int) -> str:
         return posixpath.join(self.progress, progress_record_name(task_index))
+
+    @property
+    def posters(self) -> str:
+        return posixpath.join(self.root, "posters")
+
+    def poster(self, name: str) -> str:
+        """A running video's poster (a JPEG of one of its swapped frames) for the output `name`."""
+        return posixpath.join(self.posters, f"{posixpath.basename(name)}.jpg")
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,10 @@ class JobFolder:
 
     def progress_record(self, task_index: int) -> str:
         return self.out_folder.progress_record(task_index)
+
+    def poster(self, name: str) -> str:
+        """A running video's poster for the output `name` (see OutputFolder.poster)."""
+        return self.out_folder.poster(name)
 
     # -- Slurm ---------------------------------------------------------------------------------
     @property

@@ -84,19 +84,20 @@ def process_target(
     on_frames: Callable[[int, int | None], None] | None = None,
     tmp_root: str | None = None,
     name: str | None = None,
+    poster: str | os.PathLike | None = None,
 ) -> Outcome:
     """Swap faces in one target and write `output`. Never raises for a bad target: returns `failed`.
 
     `name` is the target's file name, for messages and to tell a video from an image; it defaults
     to `target`'s own, and is needed when `target` is an opened file's path (`worker.targetfile`).
     An output that cannot be written (a name too long for the file system, a full disk) fails this
-    target only.
+    target only. `poster`: where a video writes its poster while it runs (`worker.video.process_video`).
     """
     target, output = Path(target), Path(output)
     name = name or target.name
     try:
         if PurePosixPath(name).suffix.lower() in VIDEO_EXTENSIONS:
-            return _process_video(swapper, target, output, on_frames, tmp_root, name)
+            return _process_video(swapper, target, output, on_frames, tmp_root, name, poster)
         return _process_image(swapper, target, output, name)
     except TargetError as exc:
         return Outcome(status="failed", message=str(exc))
@@ -137,7 +138,7 @@ def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> O
     return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note)
 
 
-def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, name: str) -> Outcome:
+def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, name: str, poster=None) -> Outcome:
     from .ffmpeg import output_name_for_video
     from .video import probe_video, process_video
 
@@ -157,6 +158,7 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
         progress_every=swapper.options.video_progress_every,
         on_progress=on_frames,
         name=name,
+        poster=poster,
     )
     # A video's faces are the most seen in one frame (people on screen at once), not detections x
     # frames: a 4 s clip of one person is "1 person", not "100 faces".

@@ -26,6 +26,8 @@ the time spent on it so far, so a reader can tell the time left; the record is r
 every `FRAMES_WRITE_EVERY_S` seconds for frames (`ProgressWriter.report_frames`), and always at
 the end (then `frames_done == frames_total`). A video's `faces_found` / `faces_swapped` are the
 most seen in any one frame (people on screen at once), not detections summed over frames.
+`poster` turns true once the video has written its poster, a small JPEG of one of its swapped
+frames, at `<output_dir>/posters/<output>.jpg` (`worker.layout`), for the job page while it runs.
 
 Target statuses (`worker.choices.TargetStatus`): `done` (output written), `no_face` (no face
 matched: output is the unchanged input, counts as success), `skipped` (output already present from
@@ -97,6 +99,8 @@ class TargetRecord:
     frames_total: int | None = None
     #: the target failed because its task was stopped (time limit, cancel), not for its own reasons
     stopped_by_task_end: bool = False
+    #: a video's poster is written (`worker.layout.OutputFolder.poster`): the portal may fetch it
+    poster: bool = False
 
     @property
     def ok(self) -> bool:

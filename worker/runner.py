@@ -131,14 +131,16 @@ def run_task(cfg: TaskConfig) -> int:
             continue
 
         t1 = time.perf_counter()
+        poster = Path(m.output_folder.poster(target.output))
 
-        def on_frames(done: int, total: int | None, rec=rec, t1=t1) -> None:
+        def on_frames(done: int, total: int | None, rec=rec, t1=t1, poster=poster) -> None:
+            rec.poster = rec.poster or poster.is_file()  # written by the video before its first report
             writer.report_frames(rec, done, total, time.perf_counter() - t1)
 
         try:
             with open_target(target.path, allowed) as opened:
                 outcome = process_target(swapper, opened.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root,
-                                         name=opened.name)
+                                         name=opened.name, poster=poster)
         except TargetError as exc:  # refused ("skipped: ..."), missing or unreadable: never opened
             outcome = Outcome(status="failed", message=str(exc))
         except Terminated:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import shutil
@@ -28,6 +29,8 @@ from . import ffmpeg as ff
 from .errors import TargetError
 from .imageio import part_path, require_nonempty_file
 from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
+
+log = logging.getLogger("worker.video")
 
 FrameFn = Callable[[np.ndarray], "tuple[np.ndarray, int, int]"]
 ProgressFn = Callable[[int, "int | None"], None]
@@ -108,7 +111,8 @@ def _looks_like_mp4(path: Path) -> bool:
 
 def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: FrameFn, *,
                   tmp_root: str | os.PathLike | None = None, progress_every: int = 25,
-                  on_progress: ProgressFn | None = None, name: str | None = None) -> VideoResult:
+                  on_progress: ProgressFn | None = None, name: str | None = None,
+                  poster: str | os.PathLike | None = None) -> VideoResult:
     """Write `src` with every frame replaced by `frame_fn(frame)[0]` to `dst` (.mp4/.mov/.mkv).
 
     `frame_fn(bgr)` gets a writable uint8 (H, W, 3) BGR array, upright, and returns (frame of the
@@ -118,6 +122,9 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
     The output has the source's frame count, rate, display size and audio streams. Raises
     TargetError (with ffmpeg's last words) when the source cannot be read or ffmpeg fails;
     `dst` is then left untouched. `name`: the source's name in messages (default: `src`'s own).
+    `poster`: where to write, once, a small JPEG of the first changed frame that had a face swapped
+    (else of the frame of the first progress report), before the video is done: the job page shows
+    it while the video runs. A poster that cannot be written is only logged.
     """
     src, dst = Path(src), Path(dst)
     name = name or src.name
@@ -128,7 +135,8 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
         try:
             video = Path(tmp) / "video.mp4"
             frames, counts = _transcode(src.absolute(), video, info, frame_fn, Path(tmp),
-                                        max(1, int(progress_every)), on_progress, name)
+                                        max(1, int(progress_every)), on_progress, name,
+                                        Path(poster) if poster else None)
             muxed = Path(tmp) / f"out{dst.suffix.lower()}"
             audio = _mux(video, src.absolute(), muxed, container, info)
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +195,8 @@ class FaceCounts:
 
 
 def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Path,
-               progress_every: int, on_progress: ProgressFn | None, name: str) -> tuple[int, FaceCounts]:
+               progress_every: int, on_progress: ProgressFn | None, name: str,
+               poster: Path | None = None) -> tuple[int, FaceCounts]:
     version = ffmpeg_version()
     shape = (info.height, info.width, 3)
     total = info.estimated_frames
@@ -218,6 +227,9 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
                     raise TargetError(f"video encoding failed ({_log_tail(enc_log)})") from None
                 done += 1
                 counts.add(int(f), int(s))
+                if poster is not None and (int(s) > 0 or done == progress_every):
+                    write_poster(poster, new)
+                    poster = None  # once
                 if on_progress and done % progress_every == 0:
                     reported = (done, max(total, done) if total else None)
                     on_progress(*reported)
@@ -241,6 +253,30 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
     if on_progress and reported != (done, done):  # the last call always says "all frames done"
         on_progress(done, done)
     return done, counts
+
+
+#: a poster's longest side, in pixels (the job page's thumbnails are as big)
+POSTER_SIDE = 320
+
+
+def write_poster(path: Path, bgr: np.ndarray) -> bool:
+    """A small JPEG of the frame `bgr` at `path`, written aside and renamed (a reader never sees
+    half of it). False (and logged) when it cannot be written: a poster is never worth a video."""
+    from PIL import Image
+
+    part = part_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        picture = Image.fromarray(np.ascontiguousarray(bgr[..., ::-1]))
+        picture.thumbnail((POSTER_SIDE, POSTER_SIDE))
+        picture.save(part, "JPEG", quality=82)
+        os.replace(part, path)
+        return True
+    except (OSError, ValueError) as exc:
+        log.warning("no poster at %s: %s", path, exc)
+        return False
+    finally:
+        part.unlink(missing_ok=True)
 
 
 def _log_tail(log: IO[bytes]) -> str:

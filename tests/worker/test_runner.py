@@ -199,3 +199,21 @@ def test_a_running_video_reports_its_frames_and_ends_with_people_not_detections(
     video = task.targets[1]
     assert seen == [None, 25]  # the image has no frames; the video's first frames were on disk while it ran
     assert (video.frames_done, video.frames_total, video.faces_found) == (100, 100, 1)
+
+
+def test_a_video_says_in_its_record_once_its_poster_is_written(config, monkeypatch):
+    def process_target(swapper, path, out, on_frames=None, poster=None, **kw):
+        if kw["name"] == "v.mp4":
+            on_frames(25, 100)  # nothing yet
+            poster.parent.mkdir(parents=True, exist_ok=True)
+            poster.write_bytes(b"\xff\xd8 jpeg")
+            on_frames(100, 100)
+            return Outcome("done", 1, 1, frames=100)
+        assert poster.name == "a.jpg.jpg"  # a photo gets a path too, but writes nothing there
+        return Outcome("done", 1, 1)
+
+    monkeypatch.setattr(runner, "process_target", process_target)
+    run_task(config)
+    [task] = read_progress_dir(config.manifest.progress_dir)
+    assert [t.poster for t in task.targets] == [False, True]
+    assert (config.manifest.output_folder.poster("v.mp4")).endswith("/out/posters/v.mp4.jpg")

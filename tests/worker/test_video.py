@@ -402,3 +402,33 @@ def test_a_processed_video_reports_people_on_screen(clips, tmp_path):
     swapper = SimpleNamespace(options=EngineOptions(name="classic"), swap_frame=lambda f: (f, 1, 1))
     outcome = process_target(swapper, clips["mp4"], tmp_path / "o.mp4")
     assert (outcome.status, outcome.faces_found, outcome.faces_swapped, outcome.frames) == ("done", 1, 1, 50)
+
+
+def test_it_writes_a_poster_of_the_first_swapped_frame_while_it_runs(clips, tmp_path):
+    from PIL import Image
+
+    poster = tmp_path / "posters" / "o.mp4.jpg"
+    seen_at_first_report = []
+    swapped_from = 10
+
+    def swap_late(frame):
+        swap_late.n += 1
+        if swap_late.n < swapped_from:
+            return frame, 0, 0
+        frame[:, :] = (0, 0, 255)  # red in BGR: the swapped frame, not the input
+        return frame, 1, 1
+    swap_late.n = 0
+
+    process_video(clips["mp4"], tmp_path / "o.mp4", swap_late, poster=poster, progress_every=25,
+                  on_progress=lambda d, t: seen_at_first_report.append(poster.is_file()))
+    assert seen_at_first_report[0] is True  # there before the first progress report
+    with Image.open(poster) as im:
+        assert im.format == "JPEG" and max(im.size) == 320
+        r, g, b = im.convert("RGB").getpixel((10, 10))
+        assert r > 200 and g < 60 and b < 60
+
+
+def test_it_writes_a_poster_at_the_first_report_when_no_face_was_swapped(clips, tmp_path):
+    poster = tmp_path / "p.jpg"
+    process_video(clips["mp4"], tmp_path / "o.mp4", lambda f: (f, 0, 0), poster=poster)
+    assert poster.is_file() and [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
