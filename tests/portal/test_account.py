@@ -229,3 +229,14 @@ def test_the_password_can_be_changed_with_the_current_one(client, owner):
 def test_the_login_page_says_where_an_account_comes_from(client):
     body = client.get(reverse("login"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
     assert "Use the account your team lead gave you." in body and "Forgot your password? Ask your admin." in body
+
+
+def test_links_are_limited_per_hour(client, owner, queue, django_capture_on_commit_callbacks):
+    client.force_login(owner)
+    from jobs.web.views.account import LINKS_PER_HOUR
+
+    for i in range(LINKS_PER_HOUR):
+        assert ask_for(client, f"alice{i}@new.example.org", django_capture_on_commit_callbacks).status_code == 302
+    r = ask_for(client, "alice-again@new.example.org", django_capture_on_commit_callbacks)
+    assert r.status_code == 429 and "Too many links" in r.content.decode()
+    assert len(mail.outbox) == LINKS_PER_HOUR

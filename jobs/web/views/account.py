@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import PasswordChangeView
 from django.contrib.messages.views import SuccessMessageMixin
 from django.core import signing
+from django.core.cache import cache
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -99,6 +100,9 @@ def email_change(request: HttpRequest) -> HttpResponse:
     form = EmailChangeForm(request.POST, user=request.user)
     if not form.is_valid():
         return _account_page(request, status=400, email_form=form)
+    if not _may_send_link(request.user):
+        form.add_error("email", _("Too many links were sent from your account in the last hour. Try again later."))
+        return _account_page(request, status=429, email_form=form)
     email, user_id, language = form.cleaned_data["email"], request.user.pk, translation.get_language()
     transaction.on_commit(lambda: tasks.queue().enqueue(
         "jobs.usage.notifications.send_email_change_link", user_id, email, language,
@@ -141,6 +145,21 @@ def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
         job_timeout=tasks.NOTIFY_TIMEOUT, result_ttl=tasks.RESULT_TTL, failure_ttl=tasks.FAILURE_TTL))
     messages.success(request, _("Your email address is now %(email)s.") % {"email": new})
     return redirect(reverse("account") + "#email")
+
+
+#: links to a new address one account may have sent per hour (the portal must not be a way to flood an inbox)
+LINKS_PER_HOUR = 5
+
+
+def _may_send_link(user) -> bool:
+    """Count one more link for `user` this hour; False once LINKS_PER_HOUR were sent."""
+    key = f"account:email-links:{user.pk}"
+    cache.add(key, 0, timeout=3600)
+    try:
+        return cache.incr(key) <= LINKS_PER_HOUR
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=3600)
+        return True
 
 
 def _refused(request: HttpRequest, why: str) -> HttpResponse:
