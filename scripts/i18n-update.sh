@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Bring the Simplified Chinese catalogue up to date with the code, then compile it:
+#   1. makemessages: new strings in (untranslated), strings no longer in the code out;
+#   2. translations waiting in locale/zh_Hans/fragments/*.po (written while several changes were made
+#      at once) fill the untranslated entries; the fragments are then emptied (git keeps their history);
+#   3. msgfmt --check compiles django.mo; the untranslated and fuzzy counts are printed
+#      (tests/portal/test_translations.py fails on any).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PO=locale/zh_Hans/LC_MESSAGES/django.po
+.venv/bin/python manage.py makemessages -l zh_Hans --ignore=.venv --ignore=bench --ignore=tests --ignore=artifacts \
+  --ignore=worker --ignore=cluster --no-location >/dev/null
+shopt -s nullglob
+fragments=(locale/zh_Hans/fragments/*.po)
+if ((${#fragments[@]})); then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  msgcat --use-first -o "$tmp/fragments.po" "${fragments[@]}"
+  msgmerge --quiet --no-fuzzy-matching --no-location -C "$tmp/fragments.po" -o "$tmp/django.po" "$PO" "$PO"
+  cp "$tmp/django.po" "$PO"
+  rm -f "${fragments[@]}"
+fi
+msgfmt --check -o locale/zh_Hans/LC_MESSAGES/django.mo "$PO"
+chmod 644 "$PO" locale/zh_Hans/LC_MESSAGES/django.mo
+echo "untranslated: $(msgattrib --untranslated --no-obsolete "$PO" | grep -c '^msgid' || true) (minus the header), fuzzy: $(msgattrib --only-fuzzy --no-obsolete "$PO" | grep -c '^msgid' || true)"
