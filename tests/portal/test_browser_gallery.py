@@ -20,7 +20,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from PIL import Image, ImageOps
 
-from jobs.models import Job, JobStatus, Target, TargetStatus
+from jobs.models import Job, JobStatus, Source, Target, TargetStatus
 from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, WebServer, _sync_playwright, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +74,10 @@ def finished_job(owner, template, jpeg_bytes, tmp_path):
         Target.objects.create(job=job, index=index, name=f"shoot/{name}", output_name=name, status=TargetStatus.DONE,
                               upload=SimpleUploadedFile(name, before), output_file=str(outputs / name),
                               thumbnail_file=str(thumbs / "astronaut.jpg") if index == 0 else "", faces_swapped=1)
+    face = io.BytesIO()
+    with Image.open(io.BytesIO(jpeg_bytes)) as im:
+        im.crop((160, 20, 340, 200)).save(face, format="JPEG")
+    Source.objects.create(job=job, file=SimpleUploadedFile("anna.jpg", face.getvalue()), original_name="anna.jpg")
     return job
 
 
@@ -136,6 +140,11 @@ def test_it_compares_zooms_goes_next_and_keeps_videos_in_step(web_server, finish
             f = frame(page)
             assert abs(clip_px(page) - (f["width"] / 2 - f["panX"])) < 2  # starts in the middle of the frame
             page.screenshot(path=str(ARTIFACTS / "results-slider-desktop.png"))
+            # the face used, small, served by the job's own page for it (job-source)
+            wait_for(page, "document.querySelector('.source-faces img') &&"
+                           " document.querySelector('.source-faces img').naturalWidth > 0", 10_000)
+            assert page.locator(".source-faces img").get_attribute("alt") == "Face photo used: anna.jpg"
+            page.screenshot(path=str(ARTIFACTS / "results-slider-desktop-full.png"), full_page=True)
 
             handle = page.locator("#ba-divider .ba-handle").bounding_box()
             drag(page, handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2,

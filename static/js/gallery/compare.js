@@ -10,7 +10,7 @@ const clamp = (value, low, high) => Math.min(high, Math.max(low, value));
 // the divider moves this many percent per arrow key, and BIG_STEP with Shift or Page Up/Down
 const STEP = 1, BIG_STEP = 10;
 // the frame is never taller than this share of the window, nor lower than MIN_HEIGHT pixels
-const MAX_HEIGHT_SHARE = 0.72, MIN_HEIGHT = 240;
+const MAX_HEIGHT_SHARE = 0.65, MIN_HEIGHT = 240;
 
 export class Compare {
   /** `root`: #gallery, holding #ba-view, #ba-canvas, #ba-after, #ba-divider and #gallery-tools. */
