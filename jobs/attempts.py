@@ -44,12 +44,13 @@ def kinds_retried_automatically(job: Job) -> set[str]:
 
 
 def retry_note(job: Job) -> str:
-    """One line per retry, for the final message: "Attempt 2 (tasks 0) automatically: ..."."""
+    """One line per retry, for the final message: "Attempt 2, automatically: ...". Which tasks it ran
+    is in the Attempts table (Technical details), not in the words every user reads."""
     lines = []
     for rec in history(job)[1:]:
         who = _("automatically") if rec.auto else (_("by %(user)s") % {"user": rec.by} if rec.by else "")
-        lines.append(_("Attempt %(n)s (tasks %(array)s) %(who)s: %(why)s") % {
-            "n": rec.number, "array": rec.array, "who": who, "why": rec.why or _("retried")})
+        lines.append(_("Attempt %(n)s, %(who)s: %(why)s") % {"n": rec.number, "who": who, "why": rec.why or _("retried")}
+                     if who else _("Attempt %(n)s: %(why)s") % {"n": rec.number, "why": rec.why or _("retried")})
     return "\n".join(lines)
 
 
