@@ -21,7 +21,8 @@ from jobs.attempts import retry_note
 from jobs.retry import auto_retry
 from jobs.usage.accounting import charge_job
 from jobs.watcher.decide import (
-    ClearError, Decision, EndAttempt, FetchOutputs, JobMove, JobRow, TargetChange, TargetRow, TaskChange, TaskRow,
+    ClearError, Decision, EndAttempt, FetchOutputs, FetchPosters, JobMove, JobRow, TargetChange, TargetRow,
+    TaskChange, TaskRow,
 )
 
 log = logging.getLogger(__name__)
@@ -42,13 +43,14 @@ def target_rows(job_pks: list) -> dict[object, tuple[TargetRow, ...]]:
               .annotate(job_key=Cast("job_id", CharField()))
               .values_list("job_key", "index", "task_index", "status", "message", "faces_found", "faces_swapped",
                            "seconds", "frames_done", "frames_total", "failed_with_task", "output_file",
-                           "fetch_asked_at"))
+                           "fetch_asked_at", "thumbnail_file"))
     for (key, index, task_index, status, message, found, swapped, seconds, frames_done, frames_total, with_task,
-         output, asked) in values:
+         output, asked, thumbnail) in values:
         out.setdefault(by_key[uuid_key(key)], []).append(TargetRow(
             index=index, task_index=task_index, status=status, message=message, faces_found=found,
             faces_swapped=swapped, seconds=seconds, frames_done=frames_done, frames_total=frames_total,
-            failed_with_task=with_task, has_output=bool(output), fetch_asked_at=asked))
+            failed_with_task=with_task, has_output=bool(output), fetch_asked_at=asked,
+            has_thumbnail=bool(thumbnail)))
     return {pk: tuple(rows) for pk, rows in out.items()}
 
 
@@ -95,6 +97,9 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
         elif isinstance(change, FetchOutputs):
             Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
             tasks.enqueue_output_fetch(job, list(change.indexes))
+        elif isinstance(change, FetchPosters):
+            Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
+            enqueue_poster_fetch(job, list(change.indexes))
         elif isinstance(change, JobMove):
             fields = dict(change.fields)
             if change.name == "lose":
@@ -112,6 +117,15 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
     elif shown:
         pub.job(job)
     return shown
+
+
+def enqueue_poster_fetch(job: Job, indexes: list[int]) -> None:
+    """Fetch running videos' posters on the RQ worker (jobs.watcher.outputs.fetch_posters), never
+    in the watcher's poll; one RQ job per job and batch, like the outputs' fetch."""
+    rq_id = f"poster-{job.id}-{min(indexes)}-{max(indexes)}-{len(indexes)}"
+    tasks.queue().enqueue("jobs.watcher.outputs.fetch_posters", str(job.id), sorted(indexes), job_id=rq_id,
+                          retry=tasks.FETCH_RETRY, job_timeout=tasks.FETCH_OUTPUTS_TIMEOUT, result_ttl=60,
+                          failure_ttl=tasks.FAILURE_TTL)
 
 
 def end_attempt(job: Job, task_rows: list[Task], pub: Publisher | None = None) -> bool:

@@ -22,6 +22,8 @@ The rules:
   `log_wait_since`, and the next cycle's single SSH round trip reads its log. A task killed by
   SIGKILL whose log does not have the line yet is read again, cycle after cycle, until the line
   appears or KILL_LINE_WAIT has passed (slurmstepd writes it a moment after the kill).
+- A running video whose worker wrote its poster (record `poster`) has it fetched once, so the
+  job page shows a frame of it before it ends (`FetchPosters`, on the RQ worker like outputs).
 - The attempt has ended when every task is terminal, no task waits for its log, and every
   target that succeeded has its output fetched: then the caller applies the automatic retry
   policy or finalises the job (`EndAttempt`). Until then the job stays running, so "completed"
@@ -79,6 +81,7 @@ class TargetRow:
     failed_with_task: bool = False
     has_output: bool = False
     fetch_asked_at: datetime | None = None
+    has_thumbnail: bool = False
 
     @property
     def is_ok(self) -> bool:
@@ -133,6 +136,13 @@ class FetchOutputs:
 
 
 @dataclasses.dataclass(frozen=True)
+class FetchPosters:
+    """Running videos whose worker wrote a poster the job page does not have yet."""
+
+    indexes: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class JobMove:
     """A lifecycle move (`jobs.lifecycle.TRANSITIONS`) with the fields it writes."""
 
@@ -150,7 +160,7 @@ class EndAttempt:
     """Every task ended and every output is in: retry automatically, or finalise the job."""
 
 
-Change = TaskChange | TargetChange | FetchOutputs | JobMove | ClearError | EndAttempt
+Change = TaskChange | TargetChange | FetchOutputs | FetchPosters | JobMove | ClearError | EndAttempt
 
 
 @dataclasses.dataclass
@@ -242,6 +252,12 @@ def _count_or_none(value) -> int | None:
     return min(int(value), 2**31 - 1)
 
 
+def _may_ask(target: TargetRow, now: datetime) -> bool:
+    """A running video's poster may be asked for: none shown yet, and no fetch outstanding."""
+    return not target.has_thumbnail and (target.fetch_asked_at is None
+                                         or now - target.fetch_asked_at > FETCH_AGAIN_AFTER)
+
+
 def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tails: dict[int, str],
            now: datetime) -> Decision:
     decision = Decision()
@@ -269,6 +285,7 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
             tasks[task.index] = dataclasses.replace(task, **fields)
 
     targets: dict[int, TargetRow] = {t.index: t for t in job.targets}
+    posters = []
     for progress in records:
         for rec in progress.targets:
             target = targets.get(rec.index)
@@ -278,10 +295,15 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
             if new:
                 changes.append(TargetChange(rec.index, new))
                 targets[rec.index] = dataclasses.replace(target, **new)
+            if rec.status == "running" and getattr(rec, "poster", False) and _may_ask(targets[rec.index], now):
+                posters.append(rec.index)
+    if posters:
+        changes.append(FetchPosters(tuple(sorted(posters))))
 
     missing = [t for t in targets.values() if t.is_ok and not t.has_output]
     ask = tuple(sorted(t.index for t in missing
                        if t.fetch_asked_at is None or now - t.fetch_asked_at > FETCH_AGAIN_AFTER))
+    # (a poster's fetch clears fetch_asked_at when done, so a video that ends meanwhile is not held up)
     if ask:
         changes.append(FetchOutputs(ask))
 

@@ -53,6 +53,7 @@ def make_thumbnail(src_path: str, dst_path: str, size: int = 320) -> bool:
                     im = im.convert("RGB")
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 im.save(tmp, format="JPEG", quality=82)
+        os.chmod(tmp, 0o600)  # the portal's files are private
         os.replace(tmp, dst)
         return True
     except Exception as exc:  # noqa: BLE001 - a thumbnail is never worth failing the caller
@@ -108,6 +109,50 @@ def fetch_outputs(job_id: str, indexes: list[int]) -> int:
         pub.output(job, target)
     pub.flush()
     return len(wanted)
+
+
+def fetch_posters(job_id: str, indexes: list[int]) -> int:
+    """Fetch the posters of these running videos of one job (a frame the worker wrote before the
+    video ends), as their thumbnails, and tell the job page. A video that ended meanwhile gets its
+    output instead (whose poster replaces the worker's). Returns how many thumbnails were made.
+    Clears the targets' `fetch_asked_at`, so an output asked for next is asked at once."""
+    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
+    if job is None:
+        return 0
+    wanted = list(job.targets.filter(index__in=indexes, thumbnail_file=""))
+    if not wanted:
+        return 0
+    runner = cluster.runner_for(job.cluster)
+    folder = job.folder
+    pub = Publisher()
+    made = 0
+    for target in wanted:
+        if target.status in OK_TARGET_STATUSES:
+            fetch_output(runner, job, folder, target)
+        else:
+            fetch_poster(runner, job, folder, target)
+        Target.objects.filter(pk=target.pk).update(fetch_asked_at=None)
+        if target.thumbnail_file:
+            made += 1
+            pub.output(job, target)
+    pub.flush()
+    return made
+
+
+def fetch_poster(runner, job: Job, folder: JobFolder, target: Target) -> None:
+    """Copy a running video's poster from the cluster and record it as the target's thumbnail
+    (re-encoded here: what is served is always a JPEG this side made)."""
+    thumb = job.media_dir / "thumbs" / (Path(target.output_name).stem + ".jpg")
+    fetched = thumb.with_name(f".{thumb.name}.fetched")
+    thumb.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        runner.get_file(folder.poster(target.output_name), str(fetched))
+        if not make_thumbnail(str(fetched), str(thumb)):
+            return
+    finally:
+        fetched.unlink(missing_ok=True)
+    Target.objects.filter(pk=target.pk).update(thumbnail_file=str(thumb))
+    target.thumbnail_file = str(thumb)
 
 
 def fetch_output(runner, job: Job, folder: JobFolder, target: Target) -> None:

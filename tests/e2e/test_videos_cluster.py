@@ -1,5 +1,6 @@
-"""A real video job on the local cluster: its frames advance on the Target while it runs, and it
-ends with its frames counted, the people on screen (not detections x frames) and a poster."""
+"""A real video job on the local cluster: its frames advance on the Target while it runs, its poster
+shows before it ends, and it ends with its frames counted, the people on screen (not detections x
+frames) and a poster of its output."""
 from __future__ import annotations
 
 import subprocess
@@ -24,12 +25,13 @@ def test_a_video_jobs_frames_advance_and_it_ends_with_people_and_a_poster(api, l
     job.refresh_from_db()
     assert job.slurm_job_id, job.error
 
-    seen = []  # (status, frames_done, frames_total) of the video at each watcher cycle
+    seen = []  # (status, frames_done, frames_total, has a poster) of the video at each watcher cycle
 
     def look(job):
         t = job.targets.get()
-        if not seen or seen[-1] != (t.status, t.frames_done, t.frames_total):
-            seen.append((t.status, t.frames_done, t.frames_total))
+        now = (t.status, t.frames_done, t.frames_total, bool(t.thumbnail_file))
+        if not seen or seen[-1] != now:
+            seen.append(now)
 
     job = watch_until(job, {JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED}, on_cycle=look)
     video = job.targets.get()
@@ -39,7 +41,8 @@ def test_a_video_jobs_frames_advance_and_it_ends_with_people_and_a_poster(api, l
     # the photo's people, once: never summed over 80 frames
     assert 1 <= video.faces_swapped <= video.faces_found < 20, (video.faces_found, video.faces_swapped)
     running = [s for s in seen if s[0] == TargetStatus.RUNNING and s[1]]
-    assert running and all(0 < done < frames and total == frames for _, done, total in running), seen
+    assert running and all(0 < done < frames and total == frames for _, done, total, _p in running), seen
+    assert any(poster for *_s, poster in running), seen  # the worker's poster, shown before the end
     with Image.open(video.thumbnail_file) as poster:
         assert poster.format == "JPEG" and poster.width == 320
     print("video frames seen by the watcher:", seen)

@@ -1,5 +1,7 @@
-"""A running video's frames travel from the worker's record to its Target row and the live page."""
+"""A running video's frames (and its poster) travel from the worker's record to its Target row and
+the live page; a fetched video gets a poster where a photo gets its thumbnail."""
 import json
+from pathlib import Path
 
 from jobs.api.shapes import live_target
 from jobs.models import Target
@@ -79,8 +81,6 @@ def test_a_fetched_video_gets_a_poster_where_a_photo_gets_its_thumbnail(owner, t
         def get_file(self, remote, local):
             Path(local).write_bytes(clip.read_bytes())
 
-    from pathlib import Path
-
     job = video_job(owner, template)
     target = job.targets.get(index=0)
     fetch_output(Runner(), job, job.folder, target)
@@ -90,3 +90,63 @@ def test_a_fetched_video_gets_a_poster_where_a_photo_gets_its_thumbnail(owner, t
         assert poster.format == "JPEG" and poster.width == 320
     assert live_target(target)["thumb_url"]
     assert (Path(target.thumbnail_file).stat().st_mode & 0o777) == 0o600
+
+
+# ---- a running video's poster ----
+
+class PosterRunner(FakeRunner):
+    """Serves a real small JPEG for any file fetched (the worker's poster)."""
+
+    def get_file(self, remote, local):
+        import io
+
+        from PIL import Image
+
+        self.fetched.append(remote)
+        buf = io.BytesIO()
+        Image.new("RGB", (320, 180), (200, 30, 30)).save(buf, "JPEG")
+        Path(local).write_bytes(buf.getvalue())
+
+
+def test_a_running_videos_poster_is_fetched_once_and_shown_before_it_ends(fake, owner, template, settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    job = video_job(owner, template)
+    runner = fake(PosterRunner(progress=running_record(job, video(0, poster=True)), **RUNNING))
+    watcher.poll_profile(template.cluster)  # asks; the RQ job runs inline (the `fake` fixture)
+    target = job.targets.get(index=0)
+    assert target.status == "running" and target.thumbnail_file
+    assert runner.fetched == [job.folder.poster("0.mp4")]
+    assert target.fetch_asked_at is None  # cleared: the output, once there, is asked for at once
+    assert live_target(target)["thumb_url"]
+    assert (Path(target.thumbnail_file).stat().st_mode & 0o777) == 0o600
+    watcher.poll_profile(template.cluster)
+    assert runner.fetched == [job.folder.poster("0.mp4")]  # not again
+
+
+def test_no_poster_is_asked_for_before_the_worker_wrote_one(fake, owner, template):
+    job = video_job(owner, template)
+    runner = fake(PosterRunner(progress=running_record(job, video(0)), **RUNNING))
+    watcher.poll_profile(template.cluster)
+    assert runner.fetched == [] and not job.targets.get(index=0).thumbnail_file
+
+
+def test_a_poster_outstanding_is_asked_for_again_only_after_a_while():
+    from datetime import datetime, timedelta, timezone
+
+    from cluster import SlurmTask
+    from jobs.watcher.decide import FETCH_AGAIN_AFTER, FetchPosters, JobRow, SlurmAnswer, TargetRow, TaskRow, decide
+    from worker.progress import TaskProgress
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+    record = TaskProgress.from_dict({"job": "j", "task_index": 0, "targets": [video(0, poster=True)]})
+    running = SlurmAnswer(queued={0: SlurmTask(job_id="29", task_index=0, state="RUNNING")})
+
+    def asked(fetch_asked_at):
+        job = JobRow(id="j", status="running", slurm_job_id="29", submitted_at=now,
+                     tasks=(TaskRow(index=0, state="RUNNING"),),
+                     targets=(TargetRow(index=0, task_index=0, status="running", fetch_asked_at=fetch_asked_at),))
+        return decide(job, running, [record], {}, now).of(FetchPosters)
+
+    assert asked(None) == [FetchPosters((0,))]
+    assert asked(now - timedelta(seconds=10)) == []
+    assert asked(now - FETCH_AGAIN_AFTER - timedelta(seconds=1)) == [FetchPosters((0,))]
