@@ -241,6 +241,16 @@ def test_it_compares_zooms_goes_next_and_keeps_videos_in_step(web_server, finish
                      10_000)
             assert thumb.get_attribute("alt") == "First result of Gallery walk"
             page.screenshot(path=str(ARTIFACTS / "results-job-list-desktop.png"))
+            # a job started elsewhere arrives live: its row has the placeholder and names every column
+            wait_for(page, "window.ffpLive !== undefined", 10_000)
+            page.evaluate("""window.ffpLive.renderAll([{id: '00000000-0000-4000-8000-000000000001', name: 'Arrived live',
+                url: '/jobs/00000000-0000-4000-8000-000000000001', created_at: new Date(Date.now() + 60000).toISOString(),
+                template_name: 'Quick GPU', status: 'running', progress: {total: 4, done: 1, failed: 0}}])""")
+            live_row = page.locator('tr[data-job-id="00000000-0000-4000-8000-000000000001"]')
+            assert live_row.locator(".job-thumb-none").count() == 1
+            assert live_row.evaluate("tr => Array.from(tr.cells).map(td => td.getAttribute('data-label'))") == \
+                page.evaluate("Array.from(document.querySelectorAll('#jobs-table thead th')).map(th => th.getAttribute('data-label'))")
+            assert None not in live_row.evaluate("tr => Array.from(tr.cells).map(td => td.getAttribute('data-label'))")
             page.set_viewport_size({"width": 390, "height": 844})
             page.screenshot(path=str(ARTIFACTS / "results-job-list-phone.png"), full_page=True)
             assert not [e for e in errors if "/favicon.ico" not in e], errors  # the site has no icon (not this page's)
