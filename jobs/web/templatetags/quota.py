@@ -89,7 +89,9 @@ def gpu_words(count: int, gpu_type: str = "") -> str:
         return ""
     text = ngettext("%(n)s GPU", "%(n)s GPUs", count) % {"n": count}
     product = _GPU_PRODUCT.fullmatch((gpu_type or "").strip())
-    return f"{text} (NVIDIA {product.group(1).upper()})" if product else text
+    if not product:
+        return text
+    return _("%(gpus)s (%(product)s)") % {"gpus": text, "product": f"NVIDIA {product.group(1).upper()}"}
 
 
 @register.filter
