@@ -9,6 +9,7 @@ from axes.signals import user_locked_out
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 
 from jobs import audit, ratelimit
+from jobs.web.language import on_login as apply_chosen_language
 
 
 def on_login(sender, request, user, **kwargs) -> None:
@@ -33,6 +34,7 @@ def on_locked_out(sender, request=None, username=None, ip_address=None, **kwargs
 
 def connect() -> None:
     user_logged_in.connect(on_login, dispatch_uid="jobs.audit.login")
+    user_logged_in.connect(apply_chosen_language, dispatch_uid="jobs.language.login")
     user_logged_out.connect(on_logout, dispatch_uid="jobs.audit.logout")
     user_login_failed.connect(on_login_failed, dispatch_uid="jobs.audit.login_failed")
     user_locked_out.connect(on_locked_out, dispatch_uid="jobs.audit.locked_out")

@@ -7,8 +7,8 @@ Who decides, first match wins:
 3. The browser's Accept-Language (zh-CN -> 简体中文; LocaleMiddleware).
 4. settings.LANGUAGE_CODE.
 
-The choice is read from the database once per session (at the first request after login) and kept
-in the session, so a page costs no query for it; a change made here updates the session at once,
+The choice is read from the database at login (`on_login`) and kept in the session, so a page
+costs no query for it (a session older than this reads it once, at its next request); a change made here updates the session at once,
 one made on another device shows at the next login there.
 """
 from __future__ import annotations
@@ -58,6 +58,13 @@ def chosen_language(request: HttpRequest) -> str:
         request.session[SESSION_KEY] = LanguagePreference.language_of(request.user)
     language = request.session[SESSION_KEY]
     return language if is_supported(language) else ""
+
+
+def on_login(sender, request, user, **kwargs) -> None:
+    """At login (jobs.signals connects it): the user's choice into the new session, so no page
+    after it asks the database again."""
+    if request is not None and hasattr(request, "session"):
+        request.session[SESSION_KEY] = LanguagePreference.language_of(user)
 
 
 class AccountLanguageMiddleware:
