@@ -103,10 +103,8 @@ def email_change(request: HttpRequest) -> HttpResponse:
     if not _may_send_link(request.user):
         form.add_error("email", _("Too many links were sent from your account in the last hour. Try again later."))
         return _account_page(request, status=429, email_form=form)
-    email, user_id, language = form.cleaned_data["email"], request.user.pk, translation.get_language()
-    transaction.on_commit(lambda: tasks.queue().enqueue(
-        "jobs.usage.notifications.send_email_change_link", user_id, email, language,
-        job_timeout=tasks.NOTIFY_TIMEOUT, result_ttl=tasks.RESULT_TTL, failure_ttl=tasks.FAILURE_TTL))
+    email = form.cleaned_data["email"]
+    _enqueue_email("send_email_change_link", request.user.pk, email)
     audit.record(request.user, "account.email_change_asked", target=request.user, details={"new": email},
                  request=request)
     messages.success(request, _("We sent a link to %(email)s. Open it within %(hours)s hours, logged in as you are "
@@ -136,15 +134,23 @@ def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
     if request.method != "POST":
         return _account_page(request, confirm_email=new)
     old = user.email
+    # Conditional: of two clicks at once, one changes the address and tells the old one.
+    if get_user_model().objects.filter(pk=user.pk, email=old).update(email=new) != 1:
+        return _refused(request, _("This link was already used, or your address changed since it was sent."))
     user.email = new
-    user.save(update_fields=["email"])
     audit.record(user, "account.email_change", target=user, details={"old": old, "new": new}, request=request)
-    language = translation.get_language()
-    transaction.on_commit(lambda: tasks.queue().enqueue(
-        "jobs.usage.notifications.send_email_changed_notice", user.pk, old, language,
-        job_timeout=tasks.NOTIFY_TIMEOUT, result_ttl=tasks.RESULT_TTL, failure_ttl=tasks.FAILURE_TTL))
+    _enqueue_email("send_email_changed_notice", user.pk, old)
     messages.success(request, _("Your email address is now %(email)s.") % {"email": new})
     return redirect(reverse("account") + "#email")
+
+
+def _enqueue_email(task: str, user_id: int, address: str) -> None:
+    """Queue `jobs.usage.notifications.<task>(user_id, address, language)` once the request commits:
+    email goes out from the RQ worker, never from a request, in the language of this page."""
+    language = translation.get_language()
+    transaction.on_commit(lambda: tasks.queue().enqueue(
+        f"jobs.usage.notifications.{task}", user_id, address, language,
+        job_timeout=tasks.NOTIFY_TIMEOUT, result_ttl=tasks.RESULT_TTL, failure_ttl=tasks.FAILURE_TTL))
 
 
 #: links to a new address one account may have sent per hour (the portal must not be a way to flood an inbox)
