@@ -174,7 +174,7 @@ def live_target(target: Target) -> dict:
         # cut as the page shows it (the target's own page has it whole): a snapshot stays small
         "status_label": target.get_status_display(), "message": Truncator(target.message).chars(MESSAGE_CHARS),
         "faces_found": target.faces_found, "faces_swapped": target.faces_swapped, "seconds": target.seconds,
-        "frames_done": target.frames_done, "frames_total": target.frames_total,
+        "frames": target.frames_in_progress(),
         "task_index": target.task_index,
         "output_url": target_url("job-output", job_id, target.index) if target.output_file else None,
         "thumb_url": target_url("job-thumb", job_id, target.index) if target.thumbnail_file else None,

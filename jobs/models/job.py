@@ -220,6 +220,13 @@ class Target(models.Model):
         """About how long a running video still needs, from its pace so far; None when unknown."""
         return seconds_left(self.seconds, self.frames_done, self.frames_total)
 
+    def frames_in_progress(self) -> dict | None:
+        """A running video's `{"done", "total", "seconds"}` for the live page (its "frame 1,200 of
+        1,800 · about 40 s left"); None for a photo, a video not started or no longer running."""
+        if self.status != TargetStatus.RUNNING or not self.frames_done:
+            return None
+        return {"done": self.frames_done, "total": self.frames_total, "seconds": self.seconds}
+
 
 def is_video_name(name: str) -> bool:
     """Whether a target's name is a video's (the worker's own list of extensions)."""

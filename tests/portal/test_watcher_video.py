@@ -36,8 +36,7 @@ def test_a_running_videos_frames_reach_its_target_and_the_live_page(fake, owner,
     target = job.targets.get(index=0)
     assert (target.status, target.frames_done, target.frames_total, target.seconds) == ("running", 1200, 1800, 80.0)
     assert target.seconds_left == 40.0  # 80 s for 1,200 frames: 600 more take about 40 s
-    shown = live_target(target)
-    assert (shown["frames_done"], shown["frames_total"]) == (1200, 1800)
+    assert live_target(target)["frames"] == {"done": 1200, "total": 1800, "seconds": 80.0}
 
 
 def test_frames_move_on_from_cycle_to_cycle(fake, owner, template):
@@ -63,6 +62,16 @@ def test_a_photo_has_no_frames(fake, owner, template):
     fake(FakeRunner(progress=running_record(job, photo), **RUNNING))
     watcher.poll_profile(template.cluster)
     assert (job.targets.get(index=1).frames_done, job.targets.get(index=1).frames_total) == (None, None)
+    assert live_target(job.targets.get(index=1))["frames"] is None
+
+
+def test_only_a_running_video_shows_its_frames(owner, template):
+    job = video_job(owner, template)
+    target = job.targets.get(index=0)
+    for status, frames_done, shown in (("running", 1200, True), ("running", 0, False), ("done", 1800, False),
+                                       ("failed", 500, False)):
+        target.status, target.frames_done, target.frames_total = status, frames_done, 1800
+        assert (live_target(target)["frames"] is not None) == shown, status
 
 
 def test_a_fetched_video_gets_a_poster_where_a_photo_gets_its_thumbnail(owner, template, tmp_path, settings):

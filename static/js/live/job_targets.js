@@ -10,14 +10,15 @@ import { faces, fill, people, rawWord, targetLabel, word } from "./strings.js";
 const MESSAGE_CHARS = 160; // as the server cuts a target's message (truncatechars:160)
 
 /**
- * A running video's "frame 1,200 of 1,800 · about 40 s left" and a bar; "frame 1,200" alone when
- * its length is unknown. The time left is the pace so far (jobs.models.job.seconds_left).
+ * A running video's "frame 1,200 of 1,800 · about 40 s left" and a bar, from its live `frames`
+ * ({done, total, seconds}: Target.frames_in_progress); "frame 1,200" alone when its length is
+ * unknown. The time left is the pace so far (jobs.models.job.seconds_left).
  */
-export function framesDone(t) {
-  const done = num(t.frames_done), total = num(t.frames_total);
+export function framesDone(f) {
+  const done = num(f.done), total = num(f.total);
   const parts = [total ? fill(word("frame_of", "{done} / {total}"), { done: thousands(done), total: thousands(total) })
                        : fill(word("frame_n", "{done}"), { done: thousands(done) })];
-  const left = secondsLeft(t.seconds, done, total);
+  const left = secondsLeft(f.seconds, done, total);
   if (left !== null) {
     const rough = roughTime(left);
     parts.push(fill(word("left_" + rough.unit, "{n}"), { n: thousands(rough.n) }));
@@ -82,7 +83,7 @@ export class TargetGrid {
           el("span", { className: "badge target-status-" + t.status, text: targetLabel(t) }),
           t.faces_swapped ? el("span", { text: (this.isVideo(t.name) ? people : faces)(num(t.faces_swapped)) }) : null,
         ]),
-        t.status === "running" && num(t.frames_done) ? framesDone(t) : null,
+        t.frames ? framesDone(t.frames) : null,
         t.message ? el("div", { className: "target-message", text: truncate(t.message, MESSAGE_CHARS) }) : null,
         el("div", { className: "target-links" }, [
           t.output_url || hadCompare ? el("a", { className: "link-compare", href: t.page_url, text: word("before_after") }) : null,
