@@ -2,7 +2,8 @@
 runs it), the live script connected over its WebSocket:
 - Cancel asks first: "Keep running" changes nothing; "Cancel job" in the dialog posts, and a job
   still waiting to submit is cancelled at once, its "Retrying automatically" gone;
-- "Job started." above a job disappears, without a reload, when the job ends (here: it failed);
+- "Job started." above a job disappears, and Retry appears, without a reload, when the job ends
+  (here: it failed);
 - every cell of the task table says its column (data-label), also the rows the script draws, and
   the dates the script writes look like the server's;
 - Replace file and Retry on a partly failed job; the face photo used is shown.
@@ -132,6 +133,7 @@ def test_job_started_goes_when_the_job_fails_and_cells_and_dates_match_the_serve
             page = tab.page
             page.goto(f"/jobs/{job.id}")
             assert page.locator(".messages .job-started").count() == 1
+            assert not page.locator("#job-retry").is_visible()  # nothing to retry while it runs
             wait_for(page, "document.getElementById('live-indicator') && !document.getElementById('live-indicator').hidden",
                      10_000)
             # The task ends and the job fails: the script redraws the row and the facts, and drops the flash.
@@ -144,6 +146,9 @@ def test_job_started_goes_when_the_job_fails_and_cells_and_dates_match_the_serve
             wait_for(page, "document.getElementById('job-status').textContent.trim() === 'failed'", 15_000)
             wait_for(page, "!document.querySelector('.messages .job-started')", 5_000)
             assert "Job started." not in page.inner_text("body")
+            wait_for(page, "!document.getElementById('job-retry').hidden", 5_000)  # Retry offered, no reload
+            assert page.locator("#job-retry button").inner_text() == "Retry failed photos and videos"
+            assert not page.locator("#job-cancel").count()
             wait_for(page, "!document.getElementById('fact-finished').hidden", 5_000)
             dates = page.eval_on_selector_all("#job-live time", "els => els.map(e => e.textContent.trim())")
             assert len(dates) == 3 and all(DATE.fullmatch(d) for d in dates), dates

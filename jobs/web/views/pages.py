@@ -56,6 +56,7 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "has_outputs": job.targets.filter(status__in=OK_TARGET_STATUSES).exclude(output_file="").exists(),
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,
         "template_name": job.snapshot.name,  # what it ran with, not the edited template
+        "owned": owned,
         "can_retry": owned and can_retry(job),
         "can_replace": owned and job.is_final,
         "replaceable": [str(s) for s in REPLACEABLE],

@@ -122,6 +122,7 @@ export class JobPage {
     if (final) {
       const cancel = document.getElementById("job-cancel");
       if (cancel) cancel.parentNode.removeChild(cancel);
+      this.offerRetry(job);
       const dialog = document.getElementById("cancel-dialog");
       if (dialog && dialog.open) dialog.close();
       // "Job started." was true when the page came; above an ended job it is not.
@@ -129,6 +130,19 @@ export class JobPage {
       const banner = document.getElementById("cluster-banner");
       if (banner) banner.hidden = true;
     }
+  }
+
+  // Retry, once the job ended with something not done (the server's `can_retry`, from the counts):
+  // the form is on the page, hidden, for its owner only.
+  offerRetry(job) {
+    const form = document.getElementById("job-retry");
+    if (!form) return;
+    const p = job.progress || {};
+    form.hidden = !(this.data.canRetry(job.status) && num(p.done) < num(p.total));
+    // the label for this status (data-when="<status>"), else the one for any other (data-when="")
+    const labels = Array.from(form.querySelectorAll("[data-when]"));
+    const when = labels.some((l) => l.getAttribute("data-when") === job.status) ? job.status : "";
+    for (const label of labels) label.hidden = label.getAttribute("data-when") !== when;
   }
 
   // The bar and the sentence under it, as the server writes them.

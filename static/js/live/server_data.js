@@ -22,6 +22,7 @@ function jsonBlock(id) {
 export function serverData(root) {
   const finalStatuses = spaceList(root, "data-final-statuses");
   const failedStatuses = spaceList(root, "data-failed-statuses");
+  const retryStatuses = spaceList(root, "data-retry-statuses");
   const videoExtensions = spaceList(root, "data-video-extensions");
   // the `task_state_class` filter as data: {"states": {STATE: colour}, "other": colour}
   const taskClasses = jsonBlock("task-state-classes") || {};
@@ -44,6 +45,8 @@ export function serverData(root) {
     }),
     /** A job status after which nothing changes any more. */
     isFinal: (status) => finalStatuses.includes(status),
+    /** A job status a user may retry from (jobs.retry), when something is not done. */
+    canRetry: (status) => retryStatuses.includes(status),
     /** A job status whose error is bad news (a red notice) rather than information. */
     isFailed: (status) => failedStatuses.includes(status),
     /** Whether a file name is a video's (no thumbnail of its own). */
