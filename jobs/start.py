@@ -10,6 +10,7 @@ slip under a limit.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import posixpath
 import shutil
@@ -22,6 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from cluster import PathNotAllowed, check_in_roots
+from worker.choices import FACE_SELECTORS
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
 
 from jobs import audit, tasks, upload_store
@@ -39,11 +41,14 @@ MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
 
 def start_job(*, user, template: Template | None, sources: list[UploadedFile] | None = None, target_folder: str = "",
               target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
-              callback_url: str = "", request=None, source_uploads=(), target_uploads=()) -> Job:
+              callback_url: str = "", request=None, source_uploads=(), target_uploads=(),
+              face_selector: str | None = None, reference: UploadedFile | None = None, reference_uploads=()) -> Job:
     """Create a queued job (and enqueue its submission on commit), or raise StartError listing every
     problem found (a QuotaExceeded when only a quota refuses it). Files come sent with the request
     (`sources`, `target_files`) or sent ahead (`source_uploads`, `target_uploads`: ids of the user's
-    jobs.models.Upload). `request`, when given, only feeds the audit log."""
+    jobs.models.Upload). Which faces are replaced: `face_selector` (None: the template's), and for
+    "reference" a photo of the person (`reference`, or one of `reference_uploads`).
+    `request`, when given, only feeds the audit log."""
     sources, target_files = sources or [], target_files or []
     problems: list[tuple[str | None, str]] = []
     if template is None or not Template.objects.usable_by(user).filter(pk=template.pk).exists():
@@ -69,6 +74,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
             check_upload(f, kind="media")
         except UploadRejected as exc:
             problems.append(("targets", _("Target %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
+    selector, sent_reference = _which_faces(user, template, face_selector, reference, reference_uploads, problems)
     profile = template.cluster if template else None
     if profile is not None:
         try:  # a folder is counted after listing
@@ -80,7 +86,8 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
     if problems:
         raise StartError.of(problems)
 
-    job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=template.snapshot().to_json(),
+    snapshot = dataclasses.replace(template.snapshot(), face_selector=selector)
+    job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=snapshot.to_json(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url)
     # Folder targets are counted on the cluster after Start (jobs.submit re-checks the count).
     n_targets = len(target_files) + len(sent_targets) if has_files else None
@@ -96,7 +103,14 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
                 "template": template.slug, "target_folder": target_folder,
                 "uploaded_targets": len(target_files) + len(sent_targets),
                 "sources": len(sources) + len(sent_sources), "consent_at": job.consent_at.isoformat()})
-            _use_up(user, sent_sources + sent_targets)
+            _use_up(user, sent_sources + sent_targets + sent_reference)
+            if reference is not None:
+                job.reference_face = _named(reference)
+                job.save(update_fields=["reference_face"])
+            elif sent_reference:
+                claimed += upload_store.claim(sent_reference, job.media_dir / "reference")
+                job.reference_face = str(claimed[-1].path)
+                job.save(update_fields=["reference_face"])
             for f in sources:
                 Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
             claimed += upload_store.claim(sent_sources, job.media_dir / "sources")
@@ -124,7 +138,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
         upload_store.unclaim(claimed)
         shutil.rmtree(job.media_dir, ignore_errors=True)
         raise
-    for upload in sent_sources + sent_targets:
+    for upload in sent_sources + sent_targets + sent_reference:
         upload.preview_path.unlink(missing_ok=True)
     log.info("job %s started by %s: template %s, %s", job.id, user, template.slug,
              f"folder {target_folder}" if target_folder else f"{job.total} uploaded target(s)")
@@ -154,6 +168,30 @@ def _sent(user, ids, kind: str, field: str, problems: list) -> list[Upload]:
         else:
             out.append(upload)
     return out
+
+
+def _which_faces(user, template, face_selector, reference, reference_uploads, problems: list) -> tuple[str, list[Upload]]:
+    """The job's face selector (the user's choice, else the template's) and, for "reference", the
+    photo of the person: sent with the form, or one sent ahead (then returned, to be claimed)."""
+    selector = face_selector or (template.face_selector if template else "many")
+    if selector not in FACE_SELECTORS:
+        problems.append(("face_selector", _("Choose which faces to replace.")))
+        return "many", []
+    sent = _sent(user, reference_uploads, UploadKind.REFERENCE, "reference", problems)
+    if selector != "reference":
+        return selector, []
+    if reference is not None:
+        try:
+            check_upload(reference, kind="image")
+            check_face(reference)
+        except UploadRejected as exc:
+            problems.append(("reference", _("Reference photo %(name)s: %(reason)s") % {"name": reference.name, "reason": exc}))
+        return selector, []
+    if not reference_uploads:
+        problems.append(("reference", _("Add a photo of the person whose face is replaced, or choose another option.")))
+    elif len(reference_uploads) > 1:
+        problems.append(("reference", _("Keep one reference photo only.")))
+    return selector, sent[:1]
 
 
 def _use_up(user, uploads: list[Upload]) -> None:

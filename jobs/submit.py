@@ -170,6 +170,10 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         remote = folder.source(i, src.file.name)
         runner.put_file(src.file.path, remote)
         sources.append(remote)
+    reference = None
+    if snap.face_selector == "reference" and job.reference_face:
+        reference = folder.reference(job.reference_face.name)
+        runner.put_file(job.reference_face.path, reference)
 
     # Each target's task_index (index // chunk size) and cluster path were set when its row was made.
     if job.target_folder and not job.targets.exists():
@@ -193,7 +197,7 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         job=str(job.id), sources=tuple(sources),
         targets=tuple(ManifestTarget(path=path, output=out) for path, out, _upload in targets),
         chunks=tuple(tuple(c) for c in chunks), output_dir=folder.out,
-        engine=EngineOptions(name=snap.engine, face_selector=snap.face_selector),
+        engine=EngineOptions(name=snap.engine, face_selector=snap.face_selector, reference_face=reference),
         # The worker checks every target against them again right before opening it (storage
         # can change between the listing and the run).
         target_roots=tuple(job.cluster.target_roots),

@@ -82,6 +82,10 @@ class JobFolder:
         """Source image number `i`: its file name (any folder part dropped) prefixed with `i-`."""
         return posixpath.join(self.sources, f"{int(i)}-{posixpath.basename(name)}")
 
+    def reference(self, name: str) -> str:
+        """The photo of the person whose faces are replaced (face selector "reference")."""
+        return posixpath.join(self.sources, f"reference-{posixpath.basename(name)}")
+
     @property
     def targets(self) -> str:
         return posixpath.join(self.root, "targets")

@@ -71,6 +71,8 @@ def _create_job(request) -> JsonResponse:
             consent=data.get("consent", "").strip().lower() in TRUE_WORDS, name=data.get("name", ""),
             callback_url=callback_url, request=request,
             source_uploads=_upload_ids(data, "source_uploads"), target_uploads=_upload_ids(data, "target_uploads"),
+            face_selector=data.get("face_selector", "").strip() or None, reference=request.FILES.get("reference"),
+            reference_uploads=_upload_ids(data, "reference_uploads"),
         )
     except StartError as exc:
         response = error(exc.message, 400, exc.field)

@@ -53,6 +53,10 @@ class JobQuerySet(models.QuerySet):
         return self.filter(owner=user)
 
 
+def reference_upload_to(instance: "Job", filename: str) -> str:
+    return f"users/{instance.owner_id}/jobs/{instance.id}/reference/{filename}"
+
+
 def job_media_dir(job: "Job") -> Path:
     return Path(settings.MEDIA_ROOT) / "users" / str(job.owner_id) / "jobs" / str(job.id)
 
@@ -70,6 +74,9 @@ class Job(models.Model):
     #: plain-language reason shown on the page (why it failed, or why it is still waiting)
     error = models.TextField(blank=True)
     target_folder = models.CharField(max_length=1000, blank=True)
+    #: the photo of the person whose faces are replaced, when the job swaps only faces like it
+    #: (its snapshot's face_selector "reference"); empty otherwise
+    reference_face = models.FileField(upload_to=reference_upload_to, max_length=500, blank=True)
     slurm_job_id = models.CharField(max_length=32, blank=True, db_index=True)
     cancel_requested = models.BooleanField(default=False)
     #: 1 for the first submission; each retry (jobs.retry) is a new attempt with its own Slurm job,

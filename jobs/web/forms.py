@@ -12,6 +12,12 @@ from django.utils.translation import gettext_lazy as _
 from jobs import ratelimit
 from jobs.models import Template
 
+#: which faces of the photos and videos are replaced, as the New job page asks (worker/choices.py:
+#: FACE_SELECTORS; the admin's words for the same choice are in jobs.models.template)
+FACE_CHOICES = [("many", _("Every face in every photo and video")),
+                ("one", _("Only the largest face (the person nearest the camera)")),
+                ("reference", _("Only one person: faces that look like a photo I add"))]
+
 #: ids of files sent ahead taken from one form (more than a user may have waiting are ignored)
 MAX_UPLOAD_IDS = 5000
 
@@ -75,6 +81,12 @@ class NewJobForm(forms.Form):
     targets = MultipleFileField(label=_("…or upload target files"),
                                 help_text=_("Images or videos whose faces are replaced."),
                                 widget=MultipleFileInput(attrs={"accept": "image/*,video/*"}))
+    face_selector = forms.ChoiceField(label=_("Which faces to replace"), choices=FACE_CHOICES, required=False,
+                                      widget=forms.RadioSelect)
+    reference = forms.FileField(label=_("A photo of the person whose face is replaced"), required=False,
+                                widget=forms.ClearableFileInput(attrs={"accept": "image/*"}),
+                                help_text=_("Only faces that look like this person are replaced; other people stay as they are."))
+    reference_uploads = UploadIdsField()
     source_uploads = UploadIdsField()
     target_uploads = UploadIdsField()
     name = forms.CharField(label=_("Job name (optional)"), required=False, max_length=200)

@@ -192,3 +192,72 @@ def test_run_again_fills_the_form_from_the_job_and_its_files(alice, owner, templ
     bob.force_login(colleague)
     body = bob.get(reverse("job-new") + f"?again={job.id}").content.decode()
     assert hidden_ids(body, "source_uploads") == [] and 'value="Beach"' not in body
+
+
+def test_which_faces_is_chosen_per_job_with_the_templates_default(alice, template, jpeg_bytes):
+    template.face_selector = "one"
+    template.save()
+    page = alice.get(reverse("job-new")).content.decode()
+    assert re.search(r'<input type="radio" name="face_selector" value="one"[^>]*checked', page)
+    assert "Only the largest face" in page and "Only one person" in page
+    face = send(alice, jpeg_bytes, "face.jpg", "source")
+    target = send(alice, jpeg_bytes, "t.jpg", "target")
+    r = alice.post(reverse("job-new"), {"template": template.pk, "consent": "on", "source_uploads": [face.id],
+                                        "target_uploads": [target.id]})
+    assert r.status_code == 302 and Job.objects.get().snapshot.face_selector == "one"  # the template's
+
+
+def test_one_person_only_needs_a_photo_of_them(alice, template, jpeg_bytes):
+    face = send(alice, jpeg_bytes, "face.jpg", "source")
+    target = send(alice, jpeg_bytes, "t.jpg", "target")
+    form = {"template": template.pk, "consent": "on", "source_uploads": [face.id], "target_uploads": [target.id],
+            "face_selector": "reference"}
+    r = alice.post(reverse("job-new"), form)
+    assert any("Add a photo of the person" in e for e in r.context["form"].errors["reference"])
+    assert 'id="id_reference-errors"' in r.content.decode()
+    person = send(alice, jpeg_bytes, "him.jpg", "reference")
+    assert person.status == "ready" and person.info["faces"] >= 1  # checked for a face like a face photo
+    r = alice.post(reverse("job-new"), {**form, "reference_uploads": [person.id]})
+    job = Job.objects.get()
+    assert r.status_code == 302 and job.snapshot.face_selector == "reference"
+    assert Path(job.reference_face.path).read_bytes() == jpeg_bytes
+    assert Path(job.reference_face.path).is_relative_to(job.media_dir)
+    # Run again keeps the choice and the person
+    again = alice.get(reverse("job-new") + f"?again={job.id}")
+    assert again.context["form"].initial["face_selector"] == "reference"
+    assert len(hidden_ids(again.content.decode(), "reference_uploads")) == 1
+
+
+def test_the_manifest_tells_the_worker_whose_faces(alice, template, jpeg_bytes):
+    """What the cluster receives: the reference photo beside the sources, named in the manifest."""
+    import json
+
+    from jobs.submit import stage
+    from cluster import ClusterLimits
+
+    face = send(alice, jpeg_bytes, "face.jpg", "source")
+    target = send(alice, jpeg_bytes, "t.jpg", "target")
+    person = send(alice, jpeg_bytes, "him.jpg", "reference")
+    alice.post(reverse("job-new"), {"template": template.pk, "consent": "on", "source_uploads": [face.id],
+                                    "target_uploads": [target.id], "face_selector": "reference",
+                                    "reference_uploads": [person.id]})
+    job = Job.objects.get()
+
+    class Recorder:
+        def __init__(self):
+            self.files, self.written = {}, {}
+
+        def makedirs(self, path):
+            pass
+
+        def put_file(self, local, remote):
+            self.files[remote] = Path(local).read_bytes()
+
+        def put_bytes(self, data, remote):
+            self.written[remote] = data
+
+    runner = Recorder()
+    stage(runner, job, ClusterLimits())
+    manifest = json.loads(runner.written[job.folder.manifest])
+    assert manifest["engine"]["face_selector"] == "reference"
+    assert runner.files[manifest["engine"]["reference_face"]] == jpeg_bytes

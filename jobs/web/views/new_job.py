@@ -33,7 +33,7 @@ AGAIN_MAX_FILES = 1000
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
-    sent = {"source": [], "targets": []}
+    sent = {"source": [], "targets": [], "reference": []}
     if request.method == "POST":
         form = NewJobForm(request.POST, request.FILES, user=request.user)
         if form.is_valid():
@@ -42,7 +42,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 job = start_job(user=request.user, template=data["template"], sources=data["source"],
                                 target_folder=data["target_folder"].strip(), target_files=data["targets"],
                                 consent=data["consent"], name=data["name"], request=request,
-                                source_uploads=data["source_uploads"], target_uploads=data["target_uploads"])
+                                source_uploads=data["source_uploads"], target_uploads=data["target_uploads"],
+                                face_selector=data["face_selector"] or None, reference=data["reference"],
+                                reference_uploads=data["reference_uploads"])
             except StartError as exc:
                 sent = _kept(request, data)  # before add_error, which takes fields out of cleaned_data
                 for field, message in exc.problems:
@@ -53,14 +55,16 @@ def job_new(request: HttpRequest) -> HttpResponse:
     else:
         form = NewJobForm(user=request.user, initial={"target_folder": request.GET.get("target_folder", "")})
         # The admin's first template (by their order) is the default choice.
-        form.initial["template"] = form.fields["template"].queryset.values_list("pk", flat=True).first()
+        first = form.fields["template"].queryset.first()
+        form.initial["template"] = first.pk if first else None
+        form.initial["face_selector"] = first.face_selector if first else "many"
         again = _job_to_repeat(request)
         if again is not None:
             sent = _fill_from(form, again, request.user)
     context = {
         "form": form, "quota": quota_status(request.user),
         # what the upload widget starts from: files already sent, with what their check found
-        "sent": {"source": [describe(u) for u in sent["source"]], "targets": [describe(u) for u in sent["targets"]]},
+        "sent": {key: [describe(u) for u in uploads] for key, uploads in sent.items()},
         "upload_limits": {"max_bytes": settings.UPLOAD_MAX_BYTES, "image_ext": " ".join(IMAGE_EXTENSIONS),
                           "video_ext": " ".join(VIDEO_EXTENSIONS)},
     }
@@ -72,10 +76,12 @@ def _kept(request: HttpRequest, data: dict) -> dict[str, list[Upload]]:
     """After a refusal: the uploads the form named (still there), then the good files sent with the
     form itself, kept as uploads so that nobody has to choose them again."""
     out = {}
-    for field, ids_field, kind in (("source", "source_uploads", UploadKind.SOURCE), ("targets", "target_uploads", UploadKind.TARGET)):
+    for field, ids_field, kind in (("source", "source_uploads", UploadKind.SOURCE), ("targets", "target_uploads", UploadKind.TARGET),
+                                   ("reference", "reference_uploads", UploadKind.REFERENCE)):
         found = {str(u.id): u for u in Upload.objects.of(request.user).filter(kind=kind, pk__in=data[ids_field])}
         uploads = [found[i] for i in data[ids_field] if i in found]
-        uploads += [u for u in (upload_store.keep(request.user, f, kind) for f in data[field]) if u is not None]
+        files = data[field] if isinstance(data[field], list) else [data[field]] if data[field] else []
+        uploads += [u for u in (upload_store.keep(request.user, f, kind) for f in files) if u is not None]
         out[field] = uploads
     return out
 
@@ -95,6 +101,7 @@ def _fill_from(form: NewJobForm, job: Job, user) -> dict[str, list[Upload]]:
     photos and uploaded files made ready to send again (linked, not copied). Consent is asked again."""
     if form.fields["template"].queryset.filter(pk=job.template_id).exists():
         form.initial["template"] = job.template_id
+    form.initial["face_selector"] = job.snapshot.face_selector
     form.initial["target_folder"] = job.target_folder
     form.initial["name"] = job.name
     sources = [upload_store.keep(user, s.file.path, UploadKind.SOURCE, name=s.original_name)
@@ -102,4 +109,5 @@ def _fill_from(form: NewJobForm, job: Job, user) -> dict[str, list[Upload]]:
     targets = [] if job.target_folder else [
         upload_store.keep(user, t.upload.path, UploadKind.TARGET, name=t.name)
         for t in job.targets.exclude(upload="").order_by("index")[:AGAIN_MAX_FILES]]
-    return {"source": [u for u in sources if u], "targets": [u for u in targets if u]}
+    reference = [upload_store.keep(user, job.reference_face.path, UploadKind.REFERENCE)] if job.reference_face else []
+    return {"source": [u for u in sources if u], "targets": [u for u in targets if u], "reference": [u for u in reference if u]}

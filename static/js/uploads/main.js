@@ -76,12 +76,12 @@ class Hub {
 function main() {
   if (!window.tus || !window.tus.isSupported) return; // an old browser: the plain form stays
   const data = document.getElementById("sent-uploads");
-  const sent = data ? JSON.parse(data.textContent) : { source: [], targets: [] };
+  const sent = data ? JSON.parse(data.textContent) : {};
   const hub = new Hub();
   for (const root of document.querySelectorAll(".upload-zone")) {
     const zone = new Zone(root, hub);
     hub.zones.push(zone);
-    zone.start(zone.kind === "source" ? sent.source : sent.targets);
+    zone.start(sent[zone.kind === "target" ? "targets" : zone.kind] || []);
   }
   hub.changed();
   window.addEventListener("beforeunload", (e) => {
@@ -91,6 +91,28 @@ function main() {
     return e.returnValue;
   });
   watchFolder();
+  watchFaceChoice();
+}
+
+/** The reference photo is asked for only when "one person" is chosen; a template's default choice
+ * follows the template picked, until the user picks a choice of their own. */
+function watchFaceChoice() {
+  const box = document.getElementById("reference-box");
+  const radios = Array.from(document.querySelectorAll("input[name=face_selector]"));
+  if (!box || !radios.length) return;
+  let chosenByUser = false;
+  const show = () => {
+    const checked = radios.find((r) => r.checked);
+    box.hidden = !(checked && checked.value === "reference");
+  };
+  for (const r of radios) r.addEventListener("change", () => { chosenByUser = true; show(); });
+  document.addEventListener("change", (e) => {
+    if (chosenByUser || !e.target || e.target.name !== "template") return;
+    const card = e.target.closest("[data-face-selector]");
+    const radio = card && radios.find((r) => r.value === card.dataset.faceSelector);
+    if (radio) { radio.checked = true; show(); }
+  });
+  show();
 }
 
 main();

@@ -88,6 +88,11 @@ export class Zone {
   }
 
   addFiles(files, before) {
+    if (this.root.dataset.single && files.length) {
+      // one file only (the reference photo): a new one takes the place of the old
+      for (const old of this.items.slice()) if (old !== before) this.remove(old);
+      files = files.slice(0, 1);
+    }
     for (const file of files) {
       if (file.name.startsWith(".")) continue; // hidden files of a dropped folder (.DS_Store ...)
       const item = { name: file.name, size: file.size, file, sent: 0, status: "queued", problem: "", info: {} };
@@ -233,7 +238,7 @@ export class Zone {
     if (item.preview) {
       const img = el("img", "upload-thumb");
       img.src = item.preview;
-      img.alt = t(this.kind === "source" ? "preview_face" : "preview_target", { name: item.name });
+      img.alt = t(this.kind === "target" ? "preview_target" : "preview_face", { name: item.name });
       node.appendChild(img);
     }
     const text = el("div", "upload-text");
@@ -279,7 +284,7 @@ export class Zone {
       case "failed": return t("failed", { why: item.problem });
       case "ready": {
         const info = item.info || {};
-        if (this.kind === "source") return info.faces > 1 ? t("faces_found", { n: info.faces }) : t("face_found");
+        if (this.kind !== "target") return info.faces > 1 ? t("faces_found", { n: info.faces }) : t("face_found");
         if (info.media === "video") {
           return t("ready_video", { duration: duration(info.duration || 0), frames: (info.frames || 0).toLocaleString() });
         }
