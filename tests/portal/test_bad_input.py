@@ -283,7 +283,8 @@ def test_an_empty_target_folder_fails_the_job_with_a_plain_message(client, owner
     job = folder_job(owner, template, jpeg_bytes, storage / "empty")
     assert submit_job(str(job.id)) is None
     job.refresh_from_db()
-    message = f"The folder {storage}/empty has no images or videos in it."
+    message = (f"The folder {storage}/empty has no images or videos in it. "
+               "Nothing ran. Use Run again and pick the folder with the folder browser.")
     assert job.status == JobStatus.FAILED and job.error == message
     assert not [c for c in runner.commands if c[0] == "sbatch"]
     client.force_login(owner)
@@ -309,7 +310,8 @@ def test_a_symlink_inside_a_root_that_leads_out_fails_the_job(owner, template, j
     submit_job(str(job.id))
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
-    assert job.error == f"The folder {storage}/escape is outside the folders you may use."
+    assert job.error == (f"The folder {storage}/escape is outside the folders you may use. "
+                         "Nothing ran. Use Run again and pick the folder with the folder browser.")
     assert not Target.objects.filter(job=job).exists()
     assert not [c for c in runner.commands if c[0] == "sbatch"]
     untouched(allow_new_jobs=1)
