@@ -97,7 +97,8 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
     try:
         with transaction.atomic():
             # Locks the user's (and their groups') quota rows first: a second Start waits here.
-            check_quota(user, template, n_targets, upload_sizes)
+            check_quota(user, template, n_targets, upload_sizes,
+                        frames=sum(u.info.get("frames") or 0 for u in sent_targets if u.is_video))
             job.save()
             audit.record(user, "job.start", target=job, request=request, details={
                 "template": template.slug, "target_folder": target_folder,

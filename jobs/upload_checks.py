@@ -117,7 +117,7 @@ def _check_video(upload: Upload) -> dict:
     info = {"media": "video", "width": video.width, "height": video.height,
             "duration": round(video.duration, 3) if video.duration else None,
             "fps": round(float(video.fps), 3) if video.fps else None, "frames": video.estimated_frames}
-    _save_poster(upload.path, upload.preview_path, video.duration)
+    save_poster(upload.path, upload.preview_path, video.duration)
     return info
 
 
@@ -128,7 +128,7 @@ def poster_command(src: str | os.PathLike, out: str | os.PathLike, at_seconds: f
             "-vf", f"scale='min({PREVIEW_SIDE},iw)':-2", "-f", "image2", "-c:v", "mjpeg", f"file:{out}"]
 
 
-def _save_poster(src: Path, out: Path, duration: float | None) -> None:
+def save_poster(src: Path, out: Path, duration: float | None) -> None:
     # a second in: the very first frame is often black (a fade-in)
     at = min(1.0, duration / 2) if duration else 0.0
     tmp = out.with_name(out.name + ".part")

@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 
 from jobs.api import shapes as serializers
 from jobs.lifecycle import request_cancel
-from jobs.results import output_path, record_download, serve_file, stream_results_zip
+from jobs.results import download_name, output_path, record_download, serve_file, stream_results_zip
 from jobs.retry import retry_failed, retry_refusal
 from jobs.api.auth import api_view, error
 from jobs.browse import browse
@@ -235,7 +235,7 @@ def job_output(request, job_id, index):
     path = output_path(target)
     if path is None:
         return error(_("This output is not ready yet."), 404)
-    response = serve_file(path, target.output_name, download=request.GET.get("download") == "1")
+    response = serve_file(path, download_name(target), download=request.GET.get("download") == "1", request=request)
     record_download(request, found, "output", target=target, via="api")  # API clients fetch to keep
     return response
 

@@ -67,7 +67,7 @@ def make_video_poster(src_path: str, dst_path: str) -> bool:
     second in (the New job page's upload check makes the input's the same way), as a JPEG at most
     320 pixels wide. True when written; like `make_thumbnail`, never raises (no poster only means
     the page shows a placeholder)."""
-    from jobs.upload_checks import _save_poster  # the one ffmpeg command for a video's poster
+    from jobs.upload_checks import save_poster  # the one ffmpeg command for a video's poster
     from worker.video import probe_video
 
     dst = Path(dst_path)
@@ -77,7 +77,7 @@ def make_video_poster(src_path: str, dst_path: str) -> bool:
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.info("no poster for %s: %s", src_path, exc)
         return False
-    _save_poster(Path(src_path), dst, duration)
+    save_poster(Path(src_path), dst, duration)
     return dst.is_file()
 
 

@@ -81,5 +81,5 @@ def test_it_streams_the_results_as_a_zip(api, owner, template):
     assert r["Content-Type"] == "application/zip"
     assert "attachment" in r["Content-Disposition"]
     with zipfile.ZipFile(io.BytesIO(b"".join(r.streaming_content))) as zf:
-        assert zf.namelist() == ["000.jpg", "002.jpg"]
-        assert zf.read("002.jpg") == b"output 2"
+        assert zf.namelist() == ["000-swapped.jpg", "002-swapped.jpg"]  # names that say what they are
+        assert zf.read("002-swapped.jpg") == b"output 2"

@@ -183,3 +183,29 @@ def test_the_watcher_removes_expired_uploads_and_the_admin_sets_the_time(alice, 
     r = admin.post("/admin/jobs/uploadpolicy/add/", {"expiry_hours": "6"})
     assert r.status_code == 302 and UploadPolicy.current().expiry_hours == 6
     assert "Keep unused uploads for (hours)" in admin.get("/admin/jobs/uploadpolicy/1/change/").content.decode()
+
+
+def test_a_script_sends_ahead_with_its_api_token_and_starts_with_the_ids(owner, template, jpeg_bytes):
+    from django.test import Client as PlainClient
+
+    from .api_helpers import token_client
+
+    api, _key = token_client(owner, enforce_csrf_checks=True)  # a token needs no CSRF token
+    face = send(api, jpeg_bytes, "face.jpg", "source")
+    target = send(api, jpeg_bytes, "t.jpg", "target")
+    r = api.post("/api/v1/jobs", {"template": template.slug, "consent": "true",
+                                  "source_uploads": str(face.id), "target_uploads": f"{target.id}"})
+    assert r.status_code == 201, r.content
+    # a session's browser must send its CSRF token, as for any form
+    browser = PlainClient(enforce_csrf_checks=True)
+    browser.force_login(owner)
+    assert create(browser, b"x" * 10, "a.jpg", "target").status_code == 403
+
+
+def test_every_problem_comes_back_from_the_api_at_once(owner, template):
+    from .api_helpers import token_client
+
+    api, _key = token_client(owner)
+    body = api.post("/api/v1/jobs", {"template": template.slug}).json()
+    assert {e["field"] for e in body["errors"]} >= {"consent", "source", "target_folder"}
+    assert body["error"] == body["errors"][0]["error"]

@@ -27,9 +27,10 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.http import http_date
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods, require_safe
+from django.views.decorators.csrf import csrf_exempt
 
 from jobs import upload_store
+from jobs.api.auth import api_view, token_from_header
 from jobs.models import Upload, UploadKind, UploadStatus
 from jobs.results import serve_file
 from jobs.upload_store import UploadRefused
@@ -51,24 +52,31 @@ def _refusal(message: str, status: int) -> HttpResponse:
     return _tus_headers(HttpResponse(message, status=status, content_type="text/plain; charset=utf-8"))
 
 
-def tus_login_required(view):
-    """Like login_required, but answers 403 in words instead of redirecting a script to the login page."""
+def tus_view(*methods: str):
+    """The API's contract (jobs.api.auth.api_view: a token or the session, CSRF for the session, 405
+    with Allow), so scripts send ahead with a token as the page does with its session; a page whose
+    session ended reads what to do instead of a word about tokens."""
 
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        if not request.user.is_authenticated:
-            return _refusal(_("You are logged out. Log in again; what was already sent is kept."), 403)
-        return view(request, *args, **kwargs)
+    def decorate(view):
+        inner = api_view(*methods)(view)
 
-    return wrapped
+        @csrf_exempt  # api_view checks the session's CSRF itself; a token needs none
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if token_from_header(request) is None and not request.user.is_authenticated:
+                return _refusal(_("You are logged out. Log in again; what was already sent is kept."), 403)
+            return _tus_headers(inner(request, *args, **kwargs))
+
+        return wrapped
+
+    return decorate
 
 
 def _own_upload(request: HttpRequest, upload_id: UUID) -> Upload:
     return get_object_or_404(Upload.objects.of(request.user), pk=upload_id)
 
 
-@tus_login_required
-@require_http_methods(["OPTIONS", "POST", "GET", "HEAD"])
+@tus_view("OPTIONS", "POST", "GET", "HEAD")
 def uploads(request: HttpRequest) -> HttpResponse:
     if request.method == "OPTIONS":
         response = HttpResponse(status=204)
@@ -95,8 +103,7 @@ def uploads(request: HttpRequest) -> HttpResponse:
     return _tus_headers(response)
 
 
-@tus_login_required
-@require_http_methods(["HEAD", "PATCH", "DELETE", "GET"])
+@tus_view("HEAD", "PATCH", "DELETE", "GET")
 def upload(request: HttpRequest, upload_id: UUID) -> HttpResponse:
     try:
         item = _own_upload(request, upload_id)
@@ -131,8 +138,7 @@ def upload(request: HttpRequest, upload_id: UUID) -> HttpResponse:
     return _tus_headers(response)
 
 
-@tus_login_required
-@require_safe
+@tus_view("GET", "HEAD")
 def upload_preview(request: HttpRequest, upload_id: UUID) -> HttpResponse:
     item = _own_upload(request, upload_id)
     if item.status != UploadStatus.READY:

@@ -33,12 +33,16 @@ function el(tag, className, text) {
   return node;
 }
 
-/** Why the server refused a request, in its words (the tus views answer in plain text). */
+/** Why the server refused a request, in its words (plain text, or the API's JSON error). */
 function reasonOf(err) {
   const response = err && err.originalResponse;
   const body = response && response.getBody && response.getBody();
-  if (body && body.length < 500) return body;
-  return t("offline");
+  if (!body || body.length > 2000) return t("offline");
+  try {
+    return JSON.parse(body).error || t("offline"); // the API's shape: {"error": "..."}
+  } catch (e) {
+    return body; // plain words (the tus views' own refusals)
+  }
 }
 
 export class Zone {
