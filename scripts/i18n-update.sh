@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 PO=locale/zh_Hans/LC_MESSAGES/django.po
 .venv/bin/python manage.py makemessages -l zh_Hans --ignore=.venv --ignore=bench --ignore=tests --ignore=artifacts \
   --ignore=worker --ignore=cluster --no-location >/dev/null
+# makemessages guesses a new string's translation from a similar old one and marks it fuzzy: a guess
+# is not a translation (a fuzzy entry is never shown), so it is emptied for the fragments or a person.
+msgattrib --clear-fuzzy --empty --no-obsolete -o "$PO" "$PO"
 shopt -s nullglob
 fragments=(locale/zh_Hans/fragments/*.po)
 if ((${#fragments[@]})); then
@@ -22,4 +25,5 @@ if ((${#fragments[@]})); then
 fi
 msgfmt --check -o locale/zh_Hans/LC_MESSAGES/django.mo "$PO"
 chmod 644 "$PO" locale/zh_Hans/LC_MESSAGES/django.mo
-echo "untranslated: $(msgattrib --untranslated --no-obsolete "$PO" | grep -c '^msgid' || true) (minus the header), fuzzy: $(msgattrib --only-fuzzy --no-obsolete "$PO" | grep -c '^msgid' || true)"
+left=$(($(msgattrib --untranslated --no-obsolete "$PO" | grep -c '^msgid' || true) - 1))  # less the header
+echo "untranslated: $((left < 0 ? 0 : left)), fuzzy: $(msgattrib --only-fuzzy --no-obsolete "$PO" | grep -c '^msgid' || true)"
