@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import signal as _signal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from .slurm import SlurmTask
@@ -73,95 +73,105 @@ def effective_state(task: SlurmTask, log_tail: str = "") -> str:
     return "OUT_OF_MEMORY" if is_memory_kill(task, log_tail) else task.state
 
 
-def plain_reason(task: SlurmTask, log_tail: str = "") -> str:
+def same(text: str) -> str:
+    """The words as written (English): what `plain_reason` says when it is given no translator."""
+    return text
+
+
+def gettext_noop(text: str) -> str:
+    """Marks words for the portal's catalogue (makemessages reads cluster/ too); translates nothing."""
+    return text
+
+
+def plain_reason(task: SlurmTask, log_tail: str = "", _: Callable[[str], str] = same) -> str:
     """Why a task is waiting or how it ended, in words for the person who started the job.
 
     Empty for a task that is running or finished well. `log_tail` is the end of the task's Slurm
-    output file; it tells a memory kill or a GPU out-of-memory apart from other failures.
+    output file; it tells a memory kill or a GPU out-of-memory apart from other failures. `_`
+    translates (the portal passes its gettext; this package imports no Django): every sentence is
+    a whole catalogue entry, numbers are put in after translation.
     """
     state = task.state
     if is_memory_kill(task, log_tail):
         if state == "OUT_OF_MEMORY":
-            return "ran out of memory"
-        return "ran out of memory (killed by Slurm for exceeding the template's memory)"
+            return _("ran out of memory")
+        return _("ran out of memory (stopped by the cluster for using more than the template's memory)")
     if state == "PENDING":
-        return pending_reason(task.reason)
-    fixed = {
-        "TIMEOUT": "hit the time limit; choose a template with a longer time limit",
-        "NODE_FAIL": "the compute node failed",
-        "CANCELLED": "cancelled",
-        "PREEMPTED": "was pre-empted by a higher-priority job",
-        "BOOT_FAIL": "the compute node failed to start",
-        "DEADLINE": "could not finish before its deadline",
-        "REVOKED": "was moved to another cluster",
-        "SUSPENDED": "suspended by an admin",
-        "REQUEUE_HOLD": "held after being requeued (ask an admin)",
-        "SPECIAL_EXIT": "held after being requeued (ask an admin)",
-    }
-    if state in fixed:
-        return fixed[state]
+        return pending_reason(task.reason, _=_)
+    if state in _ENDED:
+        return _(_ENDED[state])
     if state != "FAILED":
         return ""
     if _GPU_OOM.search(log_tail or ""):
-        return "ran out of GPU memory"
+        return _("ran out of GPU memory")
     if task.exit_code == 1:
-        return "some images failed (see each image's message)"
+        return _("some photos or videos failed (see each one's message)")
     if task.exit_code == 2:
-        return "the task could not start (see the log)"
+        return _("the worker could not start on the compute node (an admin can read why in the task's log)")
     if task.exit_code == 143 or task.signal == 15:
-        return "was stopped (SIGTERM)"
+        return _("was stopped before it finished")
     if task.signal:
-        try:
-            name = _signal.Signals(task.signal).name
-        except ValueError:
-            name = "unknown signal"
-        return f"was killed by signal {task.signal} ({name})"
+        return _("was stopped by the system (signal %(signal)s)") % {"signal": task.signal}
     if task.exit_code:
-        return f"failed with exit code {task.exit_code} (see the log)"
+        return _("failed (exit code %(code)s; an admin can read why in the task's log)") % {"code": task.exit_code}
     if task.reason in _PENDING and task.reason not in ("None", ""):
-        return _PENDING[task.reason]  # refused at scheduling, e.g. BadConstraints
+        return _(_PENDING[task.reason])  # refused at scheduling, e.g. BadConstraints
     if task.reason and task.reason not in ("None", "NonZeroExitCode"):
-        return f"failed (Slurm says: {task.reason})"
-    return "failed (see the log)"
+        return _("failed (the cluster says: %(reason)s)") % {"reason": task.reason}
+    return _("failed (an admin can read why in the task's log)")
 
 
-_LIMIT = "your group's limit of running jobs is reached"
+#: how a task ended, for the states whose name says it all
+_ENDED = {
+    "TIMEOUT": gettext_noop("hit the time limit; choose a template with a longer time limit"),
+    "NODE_FAIL": gettext_noop("the compute node failed"),
+    "CANCELLED": gettext_noop("cancelled"),
+    "PREEMPTED": gettext_noop("was paused for more urgent work"),
+    "BOOT_FAIL": gettext_noop("the compute node failed to start"),
+    "DEADLINE": gettext_noop("could not finish before its deadline"),
+    "REVOKED": gettext_noop("was moved to another cluster"),
+    "SUSPENDED": gettext_noop("suspended by an admin"),
+    "REQUEUE_HOLD": gettext_noop("held after being requeued (ask an admin)"),
+    "SPECIAL_EXIT": gettext_noop("held after being requeued (ask an admin)"),
+}
+_LIMIT = gettext_noop("your group's limit of running jobs is reached")
 _PENDING = {
-    "None": "waiting to be scheduled",
-    "": "waiting to be scheduled",
-    "Resources": "waiting for a free GPU",
-    "Priority": "waiting for other jobs ahead in the queue",
-    "Reservation": "waiting for your reservation to start",
-    "ReqNodeNotAvail": "waiting: the nodes are reserved or unavailable",
-    "BeginTime": "waiting for its scheduled start time",
-    "Dependency": "waiting for another job to finish first",
-    "DependencyNeverSatisfied": "will never start: a job it depends on did not succeed",
-    "PartitionTimeLimit": "the template's time limit is longer than the partition allows",
-    "QOSMaxWallDurationPerJobLimit": "the template's time limit is longer than your QOS allows",
-    "AssocMaxWallDurationPerJobLimit": "the template's time limit is longer than your account allows",
-    "PartitionDown": "waiting: the partition is down",
-    "PartitionInactive": "waiting: the partition is inactive",
-    "NodeDown": "waiting: a node it needs is down",
-    "BadConstraints": "the template asks for resources the cluster does not have",
-    "JobHeldUser": "held (release it to let it start)",
-    "JobHeldAdmin": "held by an admin",
-    "Licenses": "waiting for a licence",
-    "launch failed requeued held": "held after a failed start (ask an admin)",
+    "None": gettext_noop("waiting to be scheduled"),
+    "": gettext_noop("waiting to be scheduled"),
+    "Resources": gettext_noop("waiting for a free GPU"),
+    "Priority": gettext_noop("waiting for other jobs ahead in the queue"),
+    "Reservation": gettext_noop("waiting for your reservation to start"),
+    "ReqNodeNotAvail": gettext_noop("waiting: the nodes are reserved or unavailable"),
+    "BeginTime": gettext_noop("waiting for its scheduled start time"),
+    "Dependency": gettext_noop("waiting for another job to finish first"),
+    "DependencyNeverSatisfied": gettext_noop("will never start: a job it depends on did not succeed"),
+    "PartitionTimeLimit": gettext_noop("the template's time limit is longer than the partition allows"),
+    "QOSMaxWallDurationPerJobLimit": gettext_noop("the template's time limit is longer than your QOS allows"),
+    "AssocMaxWallDurationPerJobLimit": gettext_noop("the template's time limit is longer than your account allows"),
+    "PartitionDown": gettext_noop("waiting: the partition is down"),
+    "PartitionInactive": gettext_noop("waiting: the partition is inactive"),
+    "NodeDown": gettext_noop("waiting: a node it needs is down"),
+    "BadConstraints": gettext_noop("the template asks for resources the cluster does not have"),
+    "JobHeldUser": gettext_noop("held (release it to let it start)"),
+    "JobHeldAdmin": gettext_noop("held by an admin"),
+    "Licenses": gettext_noop("waiting for a licence"),
+    "launch failed requeued held": gettext_noop("held after a failed start (ask an admin)"),
 }
 
 
-def pending_reason(reason: str, array_limit: int | None = None) -> str:
-    """Slurm's pending reason in plain words. `array_limit` is the template's `%N`, when known."""
+def pending_reason(reason: str, array_limit: int | None = None, _: Callable[[str], str] = same) -> str:
+    """Slurm's pending reason in plain words. `array_limit` is the template's `%N`, when known;
+    `_` translates, as in `plain_reason`."""
     text = (reason or "").strip().strip("()")
     if text in _PENDING:
-        return _PENDING[text]
+        return _(_PENDING[text])
     key = text.split(",")[0].strip()  # "ReqNodeNotAvail, May be reserved for other job"
     if key == "JobArrayTaskLimit":
         if array_limit:
-            return f"waiting: the template runs at most {array_limit} tasks of a job at once"
-        return "waiting: the template limits how many tasks of a job run at once"
+            return _("waiting: the template runs at most %(n)s batches of a job at once") % {"n": array_limit}
+        return _("waiting: the template limits how many batches of a job run at once")
     if key in _PENDING:
-        return _PENDING[key]
+        return _(_PENDING[key])
     if key.startswith(("QOS", "Assoc")) and ("Limit" in key or "Grp" in key or "Max" in key):
-        return _LIMIT
-    return f"waiting (Slurm says: {text})"
+        return _(_LIMIT)
+    return _("waiting (the cluster says: %(reason)s)") % {"reason": text}

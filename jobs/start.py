@@ -20,6 +20,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils import translation
 from django.utils.translation import ngettext
 
 from cluster import PathNotAllowed, check_in_roots
@@ -88,7 +89,8 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
 
     snapshot = dataclasses.replace(template.snapshot(), face_selector=selector)
     job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=snapshot.to_json(),
-              cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url)
+              cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url,
+              language=translation.get_language() or "")  # what is written about it later is in it
     # Folder targets are counted on the cluster after Start (jobs.submit re-checks the count).
     n_targets = len(target_files) + len(sent_targets) if has_files else None
     upload_sizes = ([(f.name, f.size, "source") for f in sources] + [(u.name, u.size, "source") for u in sent_sources]

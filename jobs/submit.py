@@ -32,6 +32,7 @@ from jobs import attempts, lifecycle
 from jobs.live.protocol import publish_job
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
 from jobs.errors import StartError, SubmitRejected
+from jobs.words import in_language_of
 from jobs.quotas import check_folder_targets
 from jobs.start import is_media_name, unique_name
 from jobs.retry import REPLACEMENTS_DIR
@@ -46,8 +47,14 @@ FOLDER_ERRORS = {2: gettext_lazy("it does not exist (check its name)"), 20: gett
                  13: gettext_lazy("you may not read it")}
 
 def submit_job(job_id: str) -> str | None:
-    """Submit one job; returns the Slurm job id (None when there is nothing to do)."""
+    """Submit one job; returns the Slurm job id (None when there is nothing to do). What it says
+    about the job (why it waits, why it was refused) is in the job's language."""
     job = Job.objects.select_related("cluster").get(pk=job_id)
+    with in_language_of(job):
+        return _submit(job)
+
+
+def _submit(job: Job) -> str | None:
     if job.cancel_requested and not job.slurm_job_id:
         lifecycle.move(job, "cancel", finished_at=timezone.now())
         return None

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Bring the Simplified Chinese catalogue up to date with the code, then compile it:
+# Bring the Simplified Chinese catalogue up to date with the code (portal, templates, and the plain
+# words of cluster/states.py; the worker speaks English in its logs), then compile it:
 #   1. makemessages: new strings in (untranslated), strings no longer in the code out;
 #   2. translations waiting in locale/zh_Hans/fragments/*.po (written while several changes were made
 #      at once) fill the untranslated entries; the fragments are then emptied (git keeps their history);
@@ -9,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PO=locale/zh_Hans/LC_MESSAGES/django.po
 .venv/bin/python manage.py makemessages -l zh_Hans --ignore=.venv --ignore=bench --ignore=tests --ignore=artifacts \
-  --ignore=worker --ignore=cluster --no-location >/dev/null
+  --ignore=worker --no-location >/dev/null  # cluster/states.py marks its plain words for the catalogue
 # makemessages guesses a new string's translation from a similar old one and marks it fuzzy: a guess
 # is not a translation (a fuzzy entry is never shown), so it is emptied for the fragments or a person.
 msgattrib --clear-fuzzy --empty --no-obsolete -o "$PO" "$PO"

@@ -84,6 +84,9 @@ class Job(models.Model):
     attempt = models.PositiveIntegerField(default=1, db_default=1)
     consent_at = models.DateTimeField(null=True, blank=True)
     callback_url = models.URLField(blank=True)
+    #: the language of the page (or API request) that started it: what the portal writes about the
+    #: job later, in the background (why it waits or failed, each photo's message), is in it (jobs.words)
+    language = models.CharField(max_length=16, blank=True, default="")
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)

@@ -63,14 +63,14 @@ def display_name(job: Job) -> str:
 
 
 def job_subject(job: Job) -> str:
-    """E.g. `[FaceFusion Portal] Job “Holiday” partially failed — 3 of 40 images failed`."""
+    """E.g. `[FaceFusion Portal] Job “Holiday” partially failed — 3 of 40 photos and videos failed`."""
     values = {"name": display_name(job), "done": job.done, "failed": job.failed, "total": job.total}
     if job.status == JobStatus.COMPLETED:
-        text = _("Job “%(name)s” completed — %(done)s of %(total)s images") % values
+        text = _("Job “%(name)s” completed — %(done)s of %(total)s photos and videos") % values
     elif job.status == JobStatus.PARTIALLY_FAILED:
-        text = _("Job “%(name)s” partially failed — %(failed)s of %(total)s images failed") % values
+        text = _("Job “%(name)s” partially failed — %(failed)s of %(total)s photos and videos failed") % values
     elif job.total:
-        text = _("Job “%(name)s” failed — %(failed)s of %(total)s images failed") % values
+        text = _("Job “%(name)s” failed — %(failed)s of %(total)s photos and videos failed") % values
     else:
         text = _("Job “%(name)s” failed") % values
     return f"{SUBJECT_TAG} {text}"

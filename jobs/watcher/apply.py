@@ -153,14 +153,14 @@ def finish_job(job: Job, task_rows: list[Task], pub: Publisher | None = None) ->
         done, failed, total = job.done, job.failed, job.targets.count()
         cancelled = job.cancel_requested or any(t.state == "CANCELLED" for t in task_rows)
         if cancelled:
-            status, error = JobStatus.CANCELLED, _("Cancelled. %(done)s of %(total)s images were finished and are kept.") % {"done": done, "total": total}
+            status, error = JobStatus.CANCELLED, _("Cancelled. %(done)s of %(total)s photos and videos were finished and are kept.") % {"done": done, "total": total}
         elif failed == 0:
             status, error = JobStatus.COMPLETED, ""
         elif done:
-            status, error = JobStatus.PARTIALLY_FAILED, _("%(failed)s of %(total)s images failed; see each image's message.") % {"failed": failed, "total": total}
+            status, error = JobStatus.PARTIALLY_FAILED, _("%(failed)s of %(total)s photos and videos failed; see each one's message.") % {"failed": failed, "total": total}
         else:
             reasons = sorted({t.reason for t in task_rows if t.reason})
-            status, error = JobStatus.FAILED, (_("All images failed: %(why)s") % {"why": "; ".join(reasons)} if reasons else _("All images failed; see each image's message."))
+            status, error = JobStatus.FAILED, (_("Every photo and video failed: %(why)s") % {"why": _("; ").join(reasons)} if reasons else _("Every photo and video failed; see each one's message."))
         note = retry_note(job)  # a retried job says what each attempt was for
         error = "\n".join(filter(None, [error, note]))
         moved = lifecycle.move(job, "finish", to=status, pub=pub, finished_at=timezone.now(), error=error)

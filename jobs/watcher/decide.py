@@ -34,6 +34,8 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
+from django.utils.translation import gettext  # the job's language: the caller activates it (jobs.words)
+
 from cluster import SlurmTask
 from cluster import states as slurm_states
 from worker.progress import TaskProgress
@@ -210,7 +212,7 @@ def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetim
     if task.is_terminal and not slurm_states.is_terminal(st.state):
         if not requeued:
             return {}, False  # never back out of an end on a stale answer
-        return _recorded(task, st, st.state, slurm_states.pending_reason(st.reason) if st.state == PENDING else ""), False
+        return _recorded(task, st, st.state, slurm_states.pending_reason(st.reason, _=gettext) if st.state == PENDING else ""), False
     if st.state == FAILED and not task.is_terminal:
         since = task.log_wait_since
         if log_tail is None:  # not read yet: ask for it in the next round trip
@@ -218,14 +220,14 @@ def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetim
         state = slurm_states.effective_state(st, log_tail)
         if state == FAILED and _is_sigkill(st) and since is not None and now - since < KILL_LINE_WAIT:
             return {}, True  # slurmstepd may not have written the memory-kill line yet
-        return _recorded(task, st, state, slurm_states.plain_reason(st, log_tail)), False
+        return _recorded(task, st, state, slurm_states.plain_reason(st, log_tail, gettext)), False
     if task.is_terminal:
         # Decided when it ended (from its log, for a failure); later answers only add details.
         return _recorded(task, st, task.state, task.reason), False
     if slurm_states.is_terminal(st.state):
         state = slurm_states.effective_state(st, "")
-        return _recorded(task, st, state, "" if state == "COMPLETED" else slurm_states.plain_reason(st, "")), False
-    return _recorded(task, st, st.state, slurm_states.pending_reason(st.reason) if st.state == PENDING else ""), False
+        return _recorded(task, st, state, "" if state == "COMPLETED" else slurm_states.plain_reason(st, "", gettext)), False
+    return _recorded(task, st, st.state, slurm_states.pending_reason(st.reason, _=gettext) if st.state == PENDING else ""), False
 
 
 def _recorded(task: TaskRow, st: SlurmTask, state: str, reason: str) -> dict:

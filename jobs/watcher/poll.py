@@ -30,6 +30,7 @@ from worker.progress import TaskProgress
 
 from jobs.live.protocol import Publisher
 from jobs.models import ClusterProfile, Job, JobStatus
+from jobs.words import in_language_of
 from jobs.watcher.apply import apply, job_row, target_rows
 from jobs.watcher.decide import SlurmAnswer, decide, expected_in_queue
 
@@ -102,10 +103,11 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     for job in jobs:
         answer = SlurmAnswer(queued=in_queue.get(job.slurm_job_id, {}), accounted=in_acct.get(job.slurm_job_id, {}),
                              answered=answered, asked_accounting=job.slurm_job_id in asked)
-        decision = decide(rows[job.pk], answer, _records(job, docs.get(folders[job.pk].progress, [])),
-                          tails_by_job.get(job.pk, {}), now)
-        if apply(job, decision, pub):
-            result.changed.append(str(job.id))
+        with in_language_of(job):  # Slurm's reasons and the job's messages, in the owner's words
+            decision = decide(rows[job.pk], answer, _records(job, docs.get(folders[job.pk].progress, [])),
+                              tails_by_job.get(job.pk, {}), now)
+            if apply(job, decision, pub):
+                result.changed.append(str(job.id))
     pub.flush()  # after the changes are committed: a page that resyncs now sees the same state
     return result
 

@@ -45,10 +45,10 @@ def test_it_recognises_the_jobacct_memory_kill_from_the_real_samples():
     assert is_memory_kill(killed, MEMKILL_LOG)
     assert effective_state(killed, MEMKILL_LOG) == "OUT_OF_MEMORY"
     assert plain_reason(killed, MEMKILL_LOG) == \
-        "ran out of memory (killed by Slurm for exceeding the template's memory)"
+        "ran out of memory (stopped by the cluster for using more than the template's memory)"
     # Same record without the log: a plain failure by SIGKILL, not guessed to be memory.
     assert effective_state(killed) == "FAILED"
-    assert plain_reason(killed) == "was killed by signal 9 (SIGKILL)"
+    assert plain_reason(killed) == "was stopped by the system (signal 9)"
     # squeue's view of the same job agrees.
     in_queue = [t for t in parse_squeue((SAMPLES / "squeue_finished.json").read_text()) if t.job_id == "37"]
     assert effective_state(in_queue[0], MEMKILL_LOG) == "OUT_OF_MEMORY"
@@ -70,18 +70,18 @@ def test_it_does_not_call_a_scancel_a_memory_kill():
     (dict(state="TIMEOUT"), "", "hit the time limit; choose a template with a longer time limit"),
     (dict(state="NODE_FAIL"), "", "the compute node failed"),
     (dict(state="CANCELLED", signal=15), "", "cancelled"),
-    (dict(state="PREEMPTED"), "", "was pre-empted by a higher-priority job"),
+    (dict(state="PREEMPTED"), "", "was paused for more urgent work"),
     (dict(state="BOOT_FAIL"), "", "the compute node failed to start"),
     (dict(state="DEADLINE"), "", "could not finish before its deadline"),
-    (dict(state="FAILED", exit_code=1), "", "some images failed (see each image's message)"),
-    (dict(state="FAILED", exit_code=2), "", "the task could not start (see the log)"),
+    (dict(state="FAILED", exit_code=1), "", "some photos or videos failed (see each one's message)"),
+    (dict(state="FAILED", exit_code=2), "", "the worker could not start on the compute node (an admin can read why in the task's log)"),
     (dict(state="FAILED", exit_code=1),
      "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", "ran out of GPU memory"),
     (dict(state="FAILED", exit_code=2), "onnxruntime: Failed to allocate: out of memory",
      "ran out of GPU memory"),
-    (dict(state="FAILED", exit_code=143), "", "was stopped (SIGTERM)"),
-    (dict(state="FAILED", exit_code=7), "", "failed with exit code 7 (see the log)"),
-    (dict(state="FAILED"), "", "failed (see the log)"),  # 22.05's JSON lost the code
+    (dict(state="FAILED", exit_code=143), "", "was stopped before it finished"),
+    (dict(state="FAILED", exit_code=7), "", "failed (exit code 7; an admin can read why in the task's log)"),
+    (dict(state="FAILED"), "", "failed (an admin can read why in the task's log)"),  # 22.05's JSON lost the code
     (dict(state="FAILED", reason="BadConstraints"), "",
      "the template asks for resources the cluster does not have"),
     (dict(state="COMPLETED", exit_code=0), "", ""),
@@ -101,13 +101,13 @@ def test_it_says_what_happened_in_plain_words(kw, log, reason):
     ("QOSMaxJobsPerUserLimit", "your group's limit of running jobs is reached"),
     ("AssocGrpGRES", "your group's limit of running jobs is reached"),
     ("AssocGrpGRESRunMinutes", "your group's limit of running jobs is reached"),
-    ("JobArrayTaskLimit", "waiting: the template limits how many tasks of a job run at once"),
+    ("JobArrayTaskLimit", "waiting: the template limits how many batches of a job run at once"),
     ("BeginTime", "waiting for its scheduled start time"),
     ("Dependency", "waiting for another job to finish first"),
     ("PartitionTimeLimit", "the template's time limit is longer than the partition allows"),
     ("None", "waiting to be scheduled"),
     ("(Resources)", "waiting for a free GPU"),
-    ("FrobnicatorBusy", "waiting (Slurm says: FrobnicatorBusy)"),
+    ("FrobnicatorBusy", "waiting (the cluster says: FrobnicatorBusy)"),
 ])
 def test_it_explains_why_a_task_waits(reason, words):
     assert pending_reason(reason) == words
@@ -115,4 +115,19 @@ def test_it_explains_why_a_task_waits(reason, words):
 
 def test_it_names_the_array_limit_when_known():
     assert pending_reason("JobArrayTaskLimit", array_limit=2) == \
-        "waiting: the template runs at most 2 tasks of a job at once"
+        "waiting: the template runs at most 2 batches of a job at once"
+
+
+def test_it_speaks_the_readers_language_when_given_a_translator():
+    """The portal passes its gettext: whole sentences are looked up, numbers put in afterwards."""
+    said = []
+
+    def translate(text):
+        said.append(text)
+        return "<" + text + ">"
+
+    assert plain_reason(task("TIMEOUT"), "", translate) == "<hit the time limit; choose a template with a longer time limit>"
+    assert plain_reason(task("FAILED", exit_code=7), "", translate) == \
+        "<failed (exit code 7; an admin can read why in the task's log)>"
+    assert said[-1] == "failed (exit code %(code)s; an admin can read why in the task's log)"
+    assert pending_reason("JobArrayTaskLimit", 3, translate) == "<waiting: the template runs at most 3 batches of a job at once>"

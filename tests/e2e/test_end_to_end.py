@@ -62,7 +62,7 @@ def test_it_ends_partially_failed_with_the_corrupt_targets_message(api, local, f
     assert broken.status == TargetStatus.FAILED and "truncated or corrupt" in broken.message
     assert {t.name for t in job.targets.filter(status=TargetStatus.DONE)} == {"a.jpg", "b.png"}
     assert all(t.output_file for t in job.targets.filter(status=TargetStatus.DONE))
-    assert "1 of 3 images failed" in job.error
+    assert "1 of 3 photos and videos failed" in job.error
 
 
 #: Slurm's task states that never change again (sacct's State column, first word)
@@ -147,7 +147,7 @@ def test_it_cancels_a_running_job_that_cannot_finish_first(api, local, folder, r
     assert accounted_task_states(job.slurm_job_id) == tasks
     # The held task's image never ran; what was finished is kept, and the page says so.
     assert job.targets.get(index=4).status != TargetStatus.DONE
-    assert job.done < 5 and f"{job.done} of 5 images were finished and are kept" in job.error, job.error
+    assert job.done < 5 and f"{job.done} of 5 photos and videos were finished and are kept" in job.error, job.error
     for t in job.targets.filter(status=TargetStatus.DONE):
         assert t.output_file
 

@@ -22,6 +22,17 @@ def _no_submission(settings, tmp_path):
     settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}
 
 
+@pytest.fixture(autouse=True)
+def _english_outside_requests():
+    """A request's language stays active in its thread after the response (LocaleMiddleware does not
+    switch it back): each test starts from the default, as each watcher cycle or RQ job does."""
+    from django.utils import translation
+
+    translation.activate("en")
+    yield
+    translation.deactivate()
+
+
 @pytest.fixture
 def team(db):
     return Group.objects.create(name="vfx")

@@ -144,22 +144,22 @@ def test_a_finished_job_emails_its_owner(fake, owner, template, inbox, rq_defaul
     assert envelope.rcpt_tos == ["alice@example.org"] and envelope.mail_from == "portal@example.org"
     assert message["To"] == "alice@example.org"
     # .strip(): Python's compat32 folding (Django's) puts the encoded words on a continuation line
-    assert message["Subject"].strip() == "[FaceFusion Portal] Job “Holiday” partially failed — 1 of 4 images failed"
+    assert message["Subject"].strip() == "[FaceFusion Portal] Job “Holiday” partially failed — 1 of 4 photos and videos failed"
     assert message.get_content_type() == "multipart/alternative"
     body = parts(message)
     assert set(body) == {"text/plain", "text/html"}
     link = f"{SITE}/jobs/{job.id}"
     assert link in body["text/plain"] and f'href="{link}"' in body["text/html"]
-    assert "3 of 4" in body["text/plain"] and "1 of 4 images failed" in body["text/plain"]
+    assert "3 of 4" in body["text/plain"] and "1 of 4 photos and videos failed" in body["text/plain"]
     assert f"{SITE}/account#notifications" in body["text/plain"]  # where to turn them off
     notice = EmailNotice.objects.get(job=job)
     assert notice.status == NoticeStatus.SENT and notice.sent_at and notice.to == "alice@example.org"
 
 
 @pytest.mark.parametrize("status, done_, failed, expected", [
-    (JobStatus.COMPLETED, 40, 0, "Job “Holiday” completed — 40 of 40 images"),
-    (JobStatus.PARTIALLY_FAILED, 37, 3, "Job “Holiday” partially failed — 3 of 40 images failed"),
-    (JobStatus.FAILED, 0, 40, "Job “Holiday” failed — 40 of 40 images failed"),
+    (JobStatus.COMPLETED, 40, 0, "Job “Holiday” completed — 40 of 40 photos and videos"),
+    (JobStatus.PARTIALLY_FAILED, 37, 3, "Job “Holiday” partially failed — 3 of 40 photos and videos failed"),
+    (JobStatus.FAILED, 0, 40, "Job “Holiday” failed — 40 of 40 photos and videos failed"),
 ])
 def test_the_subject_says_how_it_ended(owner, template, status, done_, failed, expected):
     job = Job(owner=owner, name="Holiday", status=status, total=40, done=done_, failed=failed,
@@ -322,7 +322,7 @@ def test_the_quota_email_follows_the_charge_of_an_ended_job(
     end_job_through_the_watcher(fake, owner, template, django_capture_on_commit_callbacks)  # +4 GPU-seconds
     rq_default.run()
     assert sorted(subjects(inbox)) == [
-        "[FaceFusion Portal] Job “Holiday” partially failed — 1 of 4 images failed",
+        "[FaceFusion Portal] Job “Holiday” partially failed — 1 of 4 photos and videos failed",
         "[FaceFusion Portal] You have used all your GPU-hours this month (0.01 of 0.01)",
     ]
 

@@ -155,8 +155,14 @@ def test_it_polls_every_active_job_in_one_round_trip(fake, owner, template):
     assert runner.accounted == ["101,102,103"]
 
 
-def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template):
+@pytest.mark.parametrize("language, words, reason", [
+    ("", "1 of 4 photos and videos failed", "exit code 3"),
+    ("zh-hans", "4 个照片和视频中有 1 个失败", "退出码 3"),  # started from a Chinese page: written in Chinese
+])
+def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template, language, words, reason):
     job = make_job(owner, template, "33", tasks=4)
+    Job.objects.filter(pk=job.pk).update(language=language)
+    job.refresh_from_db()
     progress = "".join(record(job, n, [done(n)]) for n in (0, 1, 3))
     progress += record(job, 2, [{**done(2), "status": "failed", "faces_swapped": 0,
                                  "message": "2.jpg is truncated or corrupt"}])
@@ -171,10 +177,10 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template):
     assert runner.batches[-1][-1][-1] == job.folder.log("33", 2)
     job.refresh_from_db()
     assert job.status == JobStatus.PARTIALLY_FAILED
-    assert (job.done, job.failed) == (3, 1) and "1 of 4 images failed" in job.error
+    assert (job.done, job.failed) == (3, 1) and words in job.error
     task2 = job.tasks.get(index=2)
     assert task2.state == "FAILED" and task2.exit_code == 3  # from the text sacct: the JSON loses it
-    assert "exit code 3" in task2.reason
+    assert reason in task2.reason
     assert job.targets.get(index=2).message == "2.jpg is truncated or corrupt"
     assert sorted(runner.fetched) == sorted(job.folder.output(f"{i}.jpg") for i in (0, 1, 3))
     assert all(t.output_file for t in job.targets.filter(status=TargetStatus.DONE))
