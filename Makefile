@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: system venv test test-worker bench up clean
+.PHONY: system venv test test-worker bench up clean screenshots
 
 system:
 	bash scripts/install-system.sh
@@ -16,6 +16,13 @@ test: system venv
 
 test-worker: venv
 	$(PY) -m pytest tests/worker $(PYTEST_ARGS)
+
+# Pictures of every page (English and Chinese, desktop and phone) for docs/screenshots/, taken by the
+# browser tests on the real local cluster (tests/e2e/shots.py); a plain test run keeps them in artifacts/.
+screenshots: system venv
+	FFP_SCREENSHOTS=$(CURDIR)/docs/screenshots bash scripts/test.sh tests/e2e/test_screenshots.py \
+	  tests/e2e/test_browser_access.py tests/e2e/test_browser_recovery.py tests/e2e/test_videos_live.py \
+	  tests/e2e/test_browser_uploads.py tests/e2e/test_browser_chinese.py tests/portal/test_browser_gallery.py
 
 bench: venv
 	$(PY) bench/worker_throughput.py

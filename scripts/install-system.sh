@@ -2,8 +2,9 @@
 # Installs the Debian/Ubuntu packages the portal and its tests use. Idempotent; runs as root.
 # Skips apt entirely when every package is already installed (the common case on a dev machine).
 set -euo pipefail
+# fonts-wqy-microhei: Chinese glyphs for the browser's screenshots of the Chinese pages (5 MB)
 PKGS=(ffmpeg redis-server slurmctld slurmd slurm-client slurmdbd munge mariadb-server
-      openssh-server chromium python3-venv)
+      openssh-server chromium fonts-wqy-microhei python3-venv)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -100,8 +100,8 @@ def test_a_twenty_thousand_image_job_is_watched_live_over_the_websocket(api, loc
     print("page showed:", rec, "frames:", sizes, "watcher saw:", watcher.statuses if watcher else None)
     assert not (watcher and watcher.error), watcher.error
     assert first_count == "20,000" and first_items == TARGETS_PER_PAGE
-    assert first_progress.startswith(f"{TOTAL - REAL:,} of {TOTAL:,} done"), first_progress
-    assert final_progress.startswith(f"{TOTAL:,} of {TOTAL:,} done"), final_progress
+    assert first_progress.startswith(f"{TOTAL - REAL:,} of {TOTAL:,} photos done"), first_progress
+    assert final_progress.startswith(f"{TOTAL:,} of {TOTAL:,} photos done"), final_progress
     assert done_count == "20,000" and items == TARGETS_PER_PAGE
     assert summary.endswith("done") and "tasks:" in summary, summary
     # Live over the WebSocket only: events arrived (more frames than the first snapshot), every

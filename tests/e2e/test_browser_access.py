@@ -8,11 +8,9 @@ Chromium opens login, the job list, New job, a job page, usage and the account p
 - at 390 px wide finds no sideways scrolling, and the tables marked `stack` drawn as cards whose
   cells say their column;
 - finds "Skip to content" first in the tab order, and a visible outline on everything Tab reaches.
-Screenshots (desktop 1280 and phone 390, English and Chinese): docs/screenshots/access-*.png.
+Screenshots (desktop 1280 and phone 390, English and Chinese): <screenshots>/access-*.png.
 """
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -22,10 +20,9 @@ from django.utils import timezone
 from jobs.models import Job, JobStatus, Quota, Target, Task, Template, UsageRecord
 from jobs.usage.accounting import month_of
 
+from .shots import SHOTS as SCREENSHOTS
 from .test_browser_live import CHROMIUM, CHROMIUM_ARGS, _sync_playwright, web_server  # noqa: F401 - fixture
 
-REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "docs" / "screenshots"
 MIN_CONTRAST = 4.5
 
 # Every visible text of the page whose contrast is under the minimum: [{text, element, colour, background, ratio}].

@@ -339,7 +339,8 @@ def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, fold
             page.goto(f"/jobs/{job.id}")
             page.wait_for_selector("#live-indicator[data-mode=live]", timeout=15_000)
             assert page.text_content("#job-status").strip() == "queued"
-            assert page.is_visible("#tasks-empty") and page.locator("#target-grid img").count() == 0
+            # (the tasks are Slurm's words: inside "Technical details", closed)
+            assert page.get_attribute("#tasks-empty", "hidden") is None and page.locator("#target-grid img").count() == 0
             page.evaluate("window.__sameDocument = 'still here'")
             jobs_tab.page.evaluate("window.__sameDocument = 'still here'")
 
@@ -401,6 +402,7 @@ def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, fold
     assert widths[0] == 0 and widths[-1] == 100, rec["widths"]
     assert widths == sorted(widths), rec["widths"]  # never went backwards
     assert any(0 < w < 100 for w in widths), rec["widths"]
+    # counted after the page loaded: the number alone (a page loaded later says "6 of 6 photos done")
     assert "6 of 6 done" in " ".join(final_text.split())
 
     # The status badge moved through the job's states to completed.
@@ -475,7 +477,7 @@ def test_the_job_page_polls_live_json_when_its_websocket_cannot_connect(local, w
             Task.objects.filter(job=job).update(state="COMPLETED", exit_code=0, elapsed_seconds=61)
             Target.objects.filter(job=job, index=0).update(status=TargetStatus.DONE, faces_swapped=1)
             Job.objects.filter(pk=job.pk).update(done=1)
-            wait_for(tab.page, "document.getElementById('progress-text').textContent.includes('of 2 done')"
+            wait_for(tab.page, "document.getElementById('progress-text').textContent.includes('of 2 photos done')"
                                " && document.querySelector('#job-progress .progress-done').style.width === '50%'",
                      timeout=15_000)
             assert tab.page.text_content('#task-rows tr[data-task-index="0"] .badge') == "COMPLETED"

@@ -7,7 +7,7 @@ runs it), the live script connected over its WebSocket:
 - every cell of the task table says its column (data-label), also the rows the script draws, and
   the dates the script writes look like the server's;
 - Replace file and Retry on a partly failed job; the face photo used is shown.
-Screenshots (desktop 1280 and phone 390): docs/screenshots/recovery-*.png.
+Screenshots (desktop 1280 and phone 390): <screenshots>/recovery-*.png.
 """
 from __future__ import annotations
 
@@ -25,12 +25,13 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus, Source, Target, Task, Template
+from tests.e2e.shots import SHOTS
 from tests.e2e.conftest import SAMPLES
 
 from .test_browser_live import CHROMIUM, CHROMIUM_ARGS, Tab, _publish, _sync_playwright, wait_for, web_server  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "docs" / "screenshots"
+SCREENSHOTS = SHOTS
 DATE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d")
 
 

@@ -185,7 +185,7 @@ def test_the_job_page_reconnects_and_resyncs_after_the_server_restarts(local, tm
 
     # The database's state after the restart, all of it: progress, tasks, targets, status.
     assert width == "100%" and _pct(rec["widths"][0]) == 40, rec["widths"]
-    assert "5 of 5 done" in progress_text, progress_text
+    assert "5 of 5 photos done" in progress_text, progress_text
     assert task_states == ["COMPLETED", "COMPLETED"], task_states
     assert len(target_states) == 5 and all("done" in s for s in target_states), target_states
     assert rec["badges"] == ["running", "completed"], rec["badges"]  # never anything else in between

@@ -11,7 +11,7 @@ over SSH): nothing is mocked.
 
 The upload is slowed to ~25 MB/s in the browser (DevTools network conditions), so that "mid-way"
 is a moment a test can catch on any machine; the bytes are counted by the server (Upload.received).
-Screenshots: artifacts/uploads-*.png.
+Screenshots: <screenshots>/uploads-*.png.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from django.test import Client
 
 from jobs.models import Job, Upload
 from tests.e2e.conftest import SAMPLES
-from tests.e2e.test_browser_live import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Tab, _sync_playwright, web_server  # noqa: F401
+from tests.e2e.shots import SHOTS
+from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, Tab, _sync_playwright, web_server  # noqa: F401
 
 MB = 1000 * 1000
 THROTTLE_BYTES_PER_S = 25 * MB
@@ -81,7 +82,7 @@ def item(page, zone: str, name: str):
 def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, folder, redis_queue, web_server, tmp_path, monkeypatch):
     sync_playwright = _sync_playwright()
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM reads beside Playwright's loop
-    ARTIFACTS.mkdir(exist_ok=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
     video = big_video(tmp_path / "drone-shot.mkv")
     wall = no_face_photo(tmp_path / "wall.jpg")
     empty = folder / "empty"
@@ -109,7 +110,7 @@ def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, fol
             assert page.locator("#start-button").is_disabled()
             assert page.locator("#start-wait").is_visible()
             assert "sending" in item(page, "#zone-target", "drone-shot.mkv").inner_text()
-            page.screenshot(path=str(ARTIFACTS / "uploads-sending.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / "uploads-sending.png"), full_page=True)
 
             # 2. Close the tab a quarter of the way: the page asks first.
             size = video.stat().st_size
@@ -148,7 +149,7 @@ def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, fol
             drop_files(page, "#zone-source", [wall])
             wait_until(lambda: "no face found" in item(page, "#zone-source", "wall.jpg").inner_text(), 30,
                        "the face-less photo is refused")
-            page.screenshot(path=str(ARTIFACTS / "uploads-no-face.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / "uploads-no-face.png"), full_page=True)
             with page.expect_file_chooser() as chooser:
                 item(page, "#zone-source", "wall.jpg").locator("[data-action=replace]").click()
             chooser.value.set_files(str(SAMPLES / "Tom_Hanks_54745.png"))
@@ -174,7 +175,7 @@ def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, fol
             page.wait_for_selector("#zone-target .upload-item.upload-ready")
             assert "drone-shot.mkv" in page.locator("#zone-target").inner_text()
             assert "Tom_Hanks_54745.png" in page.locator("#zone-source").inner_text()
-            page.screenshot(path=str(ARTIFACTS / "uploads-all-problems.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / "uploads-all-problems.png"), full_page=True)
             assert not Job.objects.exists()
 
             # 7. Fixed: the job starts with the files already sent, none sent again.

@@ -7,6 +7,7 @@ import zipfile
 from PIL import Image
 
 from jobs.models import Job, JobStatus, TargetStatus
+from jobs.results import download_name
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.worker import badfiles
 
@@ -47,7 +48,8 @@ def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, loca
     z = api.get(f"/api/v1/jobs/{job.id}/results.zip")
     assert z.status_code == 200
     names = zipfile.ZipFile(io.BytesIO(b"".join(z.streaming_content))).namelist()
-    assert sorted(names) == sorted(t.output_name for t in targets)
+    assert sorted(names) == sorted(download_name(t) for t in targets)  # "<original>-swapped.<ext>"
+    assert "group-swapped.jpg" in names
 
 
 def test_it_ends_partially_failed_with_the_corrupt_targets_message(api, local, folder, redis_queue):

@@ -4,7 +4,7 @@ shows its thumbnail, "1 person" rather than detections x frames; and the New job
 cards and estimate for a minute of video. The portal's own web server and Redis are real; the
 job's rows are written here as the watcher would leave them (tests/portal/test_watcher_video.py
 follows the same rows from a worker's record).
-Screenshots: docs/screenshots/videos-*.png (desktop 1280 wide, phone 390 wide).
+Screenshots: <screenshots>/videos-*.png (desktop 1280 wide, phone 390 wide).
 """
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ from django.test import Client
 
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task, Template
 from jobs.watcher.outputs import make_video_poster
+from tests.e2e.shots import SHOTS
 from tests.e2e.test_browser_live import (CHROMIUM, CHROMIUM_ARGS, REPO, Tab, _sync_playwright, wait_for,  # noqa: F401
                                          web_server)
 
-SHOTS = REPO / "docs" / "screenshots"
+
 SIZES = ((1280, 1000, "desktop"), (390, 844, "phone"))
 FRAMES = "document.querySelector('li[data-target-index=\"0\"] .target-frames-text')"
 

@@ -158,8 +158,10 @@ def test_a_job_event_carries_the_task_summary(huge):
 
 
 @pytest.mark.parametrize("status,failed_with_task,expected", [
-    (TargetStatus.DONE, False, False), (TargetStatus.FAILED, False, False), (TargetStatus.FAILED, True, True),
+    # the user's Retry takes own failures too (a damaged file, after Replace file) and cancelled ones
+    (TargetStatus.DONE, False, False), (TargetStatus.FAILED, False, True), (TargetStatus.FAILED, True, True),
     (TargetStatus.WAITING, False, True), (TargetStatus.RUNNING, False, True), (TargetStatus.NO_FACE, False, False),
+    (TargetStatus.CANCELLED, False, True),
 ])
 def test_retry_is_offered_exactly_when_a_target_is_retryable(owner, template, status, failed_with_task, expected):
     job = make_job(owner, template, status=JobStatus.PARTIALLY_FAILED, total=2)

@@ -5,7 +5,7 @@ files (a photo and a video, before and after). No cluster is needed: nothing her
 It drags the divider and sees the clip follow, moves it with the keyboard, zooms to 200 % and pans
 (the divider still cuts where it stands in the frame), switches to side by side and back, goes to
 the next target with →, seeks the video and finds both videos at the same time, plays them and
-finds them within two frames of each other. Screenshots: artifacts/results-*.png.
+finds them within two frames of each other. Screenshots: <screenshots>/results-*.png (tests/e2e/shots.py).
 """
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from PIL import Image, ImageOps
 
+from tests.e2e.shots import SHOTS
 from jobs.models import Job, JobStatus, Source, Target, TargetStatus
 from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, WebServer, _sync_playwright, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "artifacts"
+ARTIFACTS = SHOTS  # results-*.png
 FPS = 25
 FRAME = 1 / FPS
 PHOTO_SIZE = 800
@@ -117,7 +118,7 @@ def test_it_compares_zooms_goes_next_and_keeps_videos_in_step(web_server, finish
     session = Client()
     session.force_login(owner)
     cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     job_id = finished_job.id
 
     with sync_playwright() as p:

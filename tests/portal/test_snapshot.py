@@ -35,7 +35,8 @@ def test_an_older_snapshot_still_reads():
 def test_the_choices_are_the_workers():
     assert [value for value, _label in ENGINE_CHOICES] == list(choices.ENGINE_NAMES)
     assert [value for value, _label in FACE_SELECTOR_CHOICES] == list(choices.FACE_SELECTORS)
-    assert set(TargetStatus.values) == {"waiting", *choices.TARGET_STATUSES}
+    # the worker's, plus the portal's own: not started yet, and stopped by a cancel
+    assert set(TargetStatus.values) == {"waiting", "cancelled", *choices.TARGET_STATUSES}
     assert set(OK_TARGET_STATUSES) == set(choices.SUCCESS_STATUSES)
     assert Template._meta.get_field("engine").choices == ENGINE_CHOICES
     assert Target._meta.get_field("status").choices == TargetStatus.choices

@@ -65,6 +65,8 @@ export class Zone {
   start(sent) {
     // The script sends the files itself: the form must not send them a second time.
     this.input.removeAttribute("name");
+    // the page's own "Choose" button, in the page's language, stands for the browser's input
+    this.input.classList.add("visually-hidden");
     for (const node of this.root.querySelectorAll("[data-js-only]")) node.hidden = false;
     this.list.textContent = "";
     for (const upload of sent) this.addSent(upload);
