@@ -14,7 +14,6 @@ second form into OUT_OF_MEMORY, so the portal keeps memory kills distinct from o
 from __future__ import annotations
 
 import re
-import signal as _signal
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:

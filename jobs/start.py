@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import posixpath
 import shutil
 
 from django.conf import settings

@@ -47,11 +47,11 @@ def require_nonempty_file(path: str | os.PathLike, name: str | None = None) -> P
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise TargetError(f"file not found: {name}") from None
+        raise TargetError(f"file not found: {name}", "missing", name=name) from None
     except OSError as exc:
         raise TargetError(f"cannot read {name}: {exc.strerror}") from None
     if size == 0:
-        raise TargetError(f"{name} is empty (0 bytes); upload the file again")
+        raise TargetError(f"{name} is empty (0 bytes); upload the file again", "empty", name=name)
     return path
 
 
@@ -64,7 +64,8 @@ def load_image(path: str | os.PathLike, max_pixels: int, name: str | None = None
             warnings.simplefilter("ignore")
             im = Image.open(path)
     except UnidentifiedImageError:
-        raise TargetError(f"{name} is not an image this worker can read (JPEG, PNG, WebP, BMP, TIFF)") from None
+        raise TargetError(f"{name} is not an image this worker can read (JPEG, PNG, WebP, BMP, TIFF)", "not_an_image",
+                          name=name) from None
     except OSError as exc:
         raise TargetError(f"cannot read {name}: {exc}") from None
     with im:
@@ -72,13 +73,14 @@ def load_image(path: str | os.PathLike, max_pixels: int, name: str | None = None
         if w * h > max_pixels:
             raise TargetError(
                 f"{name} is {w}x{h} = {w * h / 1e6:.0f} megapixels, over the limit of "
-                f"{max_pixels / 1e6:.0f} megapixels; scale it down and try again"
-            )
+                f"{max_pixels / 1e6:.0f} megapixels; scale it down and try again",
+                "too_many_pixels", name=name, megapixels=round(w * h / 1e6), limit=round(max_pixels / 1e6))
         fmt = im.format or ""
         try:
             im.load()
         except (OSError, SyntaxError, ValueError) as exc:
-            raise TargetError(f"{name} is truncated or corrupt ({exc}); re-export or upload it again") from None
+            raise TargetError(f"{name} is truncated or corrupt ({exc}); re-export or upload it again", "damaged",
+                              name=name) from None
         notes = []
         try:
             im = ImageOps.exif_transpose(im)

@@ -9,7 +9,7 @@ import errno
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
@@ -29,6 +29,8 @@ class Outcome:
     faces_swapped: int = 0
     message: str = ""
     frames: int | None = None
+    code: str = ""  # the sentence, for the portal to say in the reader's language (worker.errors.TargetError)
+    params: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -100,9 +102,10 @@ def process_target(
             return _process_video(swapper, target, output, on_frames, tmp_root, name, poster)
         return _process_image(swapper, target, output, name)
     except TargetError as exc:
-        return Outcome(status="failed", message=str(exc))
+        return Outcome(status="failed", message=str(exc), code=exc.code, params=exc.params)
     except MemoryError:
-        return Outcome(status="failed", message="ran out of memory on this target; try a smaller image or a template with more memory")
+        return Outcome(status="failed", message="ran out of memory on this target; try a smaller image or a template with more memory",
+                       code="out_of_memory")
     except OSError as exc:
         return Outcome(status="failed", message=_file_error(exc, target, name, output))
 
@@ -133,7 +136,8 @@ def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> O
         finally:
             tmp.unlink(missing_ok=True)
         what = "no face found" if found == 0 else f"{found} face(s) found, none matched the reference face"
-        return Outcome(status="no_face", faces_found=found, message=f"{what}; output is the unchanged input{note}")
+        return Outcome(status="no_face", faces_found=found, message=f"{what}; output is the unchanged input{note}",
+                       code="no_face" if found == 0 else "no_match", params={"found": found})
     save_image(output, result, img.alpha)
     return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note)
 
@@ -164,7 +168,7 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
     # frames: a 4 s clip of one person is "1 person", not "100 faces".
     if res.faces_swapped == 0:
         return Outcome(status="no_face", faces_found=res.most_faces_found, frames=res.frames,
-                       message="no face found in any frame; output is the re-encoded input")
+                       message="no face found in any frame; output is the re-encoded input", code="no_face_video")
     return Outcome(status="done", faces_found=res.most_faces_found, faces_swapped=res.most_faces_swapped,
                    frames=res.frames)
 

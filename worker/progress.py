@@ -101,6 +101,10 @@ class TargetRecord:
     stopped_by_task_end: bool = False
     #: a video's poster is written (`worker.layout.OutputFolder.poster`): the portal may fetch it
     poster: bool = False
+    #: which sentence `message` is, and its values, for the portal to say in the reader's language
+    #: (worker.errors.TargetError); "" for a message the portal shows as it is
+    code: str = ""
+    params: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -111,6 +115,7 @@ class TargetRecord:
         self.status = "failed"
         self.stopped_by_task_end = True
         self.message = STOPPED_BY_TASK_END + ": the task hit its time limit or was cancelled"
+        self.code, self.params = "stopped_with_task", {}
         self.seconds = seconds
 
     @classmethod

@@ -142,13 +142,13 @@ def run_task(cfg: TaskConfig) -> int:
                 outcome = process_target(swapper, opened.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root,
                                          name=opened.name, poster=poster)
         except TargetError as exc:  # refused ("skipped: ..."), missing or unreadable: never opened
-            outcome = Outcome(status="failed", message=str(exc))
+            outcome = Outcome(status="failed", message=str(exc), code=exc.code, params=exc.params)
         except Terminated:
             # Slurm's SIGTERM (time limit, scancel): leave a truthful record, then let the exit happen.
             rec.stop_with_task(seconds=round(time.perf_counter() - t1, 3))
             writer.finish()
             raise
-        rec.status, rec.message = outcome.status, outcome.message
+        rec.status, rec.message, rec.code, rec.params = outcome.status, outcome.message, outcome.code, outcome.params
         rec.faces_found, rec.faces_swapped = outcome.faces_found, outcome.faces_swapped
         rec.seconds = round(time.perf_counter() - t1, 3)
         if outcome.frames is not None:

@@ -107,7 +107,7 @@ def open_target(path: str | os.PathLike, allowed: Allowed | None = None) -> Iter
     try:
         is_link = stat.S_ISLNK(os.lstat(path).st_mode)
     except FileNotFoundError:
-        raise TargetError(f"file not found: {name}") from None
+        raise TargetError(f"file not found: {name}", "missing", name=name) from None
     except OSError as exc:
         raise TargetError(f"cannot read {name}: {exc.strerror}") from None
     real = os.path.realpath(path)
@@ -118,7 +118,7 @@ def open_target(path: str | os.PathLike, allowed: Allowed | None = None) -> Iter
     try:
         fd = os.open(real, flags)
     except FileNotFoundError:
-        raise TargetError(f"file not found: {name}") from None
+        raise TargetError(f"file not found: {name}", "missing", name=name) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a link again: it changed since the check
             raise TargetRefused(LINK_OUTSIDE if allowed.roots is not None else LINK_UNCHECKED) from None

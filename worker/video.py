@@ -91,9 +91,9 @@ def probe_video(path: str | os.PathLike, name: str | None = None) -> VideoInfo:
     if proc.returncode != 0:
         if "moov atom not found" in err and _looks_like_mp4(path):
             raise TargetError(f"{name} is truncated or damaged (its index is missing, typical of an "
-                              "interrupted upload or recording); upload the complete file again")
+                              "interrupted upload or recording); upload the complete file again", "damaged_video", name=name)
         raise TargetError(f"{name} is not a video this worker can read ({stderr_tail(err, 1)}); "
-                          "upload an MP4, MOV, MKV or WebM file")
+                          "upload an MP4, MOV, MKV or WebM file", "not_a_video", name=name)
     try:
         data = json.loads(proc.stdout or b"{}")
     except json.JSONDecodeError:

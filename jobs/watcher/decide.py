@@ -40,6 +40,8 @@ from cluster import SlurmTask
 from cluster import states as slurm_states
 from worker.progress import TaskProgress
 
+from jobs.target_words import target_message
+
 #: how long a submitted job may be unknown to both squeue and sacct before it counts as lost
 LOST_AFTER = timedelta(minutes=5)
 #: how long a task killed by SIGKILL is re-read for slurmstepd's memory-kill line
@@ -239,7 +241,8 @@ def _recorded(task: TaskRow, st: SlurmTask, state: str, reason: str) -> dict:
 
 def target_fields(record) -> dict:
     """What a worker's record of one target sets on its row (a video's frames as it runs, too)."""
-    return {"status": record.status, "message": record.message[:2000], "faces_found": record.faces_found,
+    message = target_message(getattr(record, "code", ""), getattr(record, "params", {}), record.message)
+    return {"status": record.status, "message": message[:2000], "faces_found": record.faces_found,
             "faces_swapped": record.faces_swapped, "seconds": record.seconds,
             "frames_done": _count_or_none(getattr(record, "frames_done", None)),
             "frames_total": _count_or_none(getattr(record, "frames_total", None)),

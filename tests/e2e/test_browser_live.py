@@ -20,10 +20,10 @@ Screenshots: artifacts/live-job-running.png (mid-run) and artifacts/live-job.png
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -142,14 +142,21 @@ def _test_database_url() -> str:
     pytest.fail(f"no DATABASE_URL for a {connection.vendor} test database", pytrace=False)
 
 
-@pytest.fixture
-def web_server(local, tmp_path):
+@contextlib.contextmanager
+def running_server(tmp_path: Path):
+    """The portal's web server on this test's database and media folder, stopped afterwards."""
     server = WebServer(tmp_path / "web-server.log", Path(settings.MEDIA_ROOT))
     try:
         server.wait_ready()
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def web_server(local, tmp_path):
+    with running_server(tmp_path) as server:
+        yield server
 
 
 def _thread_worker_class():

@@ -22,7 +22,7 @@ from PIL import Image, ImageOps
 
 from tests.e2e.shots import SHOTS
 from jobs.models import Job, JobStatus, Source, Target, TargetStatus
-from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, WebServer, _sync_playwright, wait_for
+from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, _sync_playwright, running_server, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = SHOTS  # results-*.png
@@ -35,12 +35,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def web_server(transactional_db, tmp_path):
-    server = WebServer(tmp_path / "web-server.log", Path(settings.MEDIA_ROOT))
-    try:
-        server.wait_ready()
+    with running_server(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def video(path: Path, negate: bool) -> bytes:

@@ -165,7 +165,8 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template, la
     job.refresh_from_db()
     progress = "".join(record(job, n, [done(n)]) for n in (0, 1, 3))
     progress += record(job, 2, [{**done(2), "status": "failed", "faces_swapped": 0,
-                                 "message": "2.jpg is truncated or corrupt"}])
+                                 "message": "2.jpg is truncated or corrupt (broken data stream)",
+                                 "code": "damaged", "params": {"name": "2.jpg"}}])
     runner = fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
                              codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
     watcher.poll_profile(template.cluster)
@@ -181,7 +182,10 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template, la
     task2 = job.tasks.get(index=2)
     assert task2.state == "FAILED" and task2.exit_code == 3  # from the text sacct: the JSON loses it
     assert reason in task2.reason
-    assert job.targets.get(index=2).message == "2.jpg is truncated or corrupt"
+    # the worker's sentence, named by its code, in the job's language
+    assert job.targets.get(index=2).message == {
+        "": "2.jpg is damaged or cut off; export it again or upload it again",
+        "zh-hans": "2.jpg 已损坏或不完整；请重新导出或重新上传"}[language]
     assert sorted(runner.fetched) == sorted(job.folder.output(f"{i}.jpg") for i in (0, 1, 3))
     assert all(t.output_file for t in job.targets.filter(status=TargetStatus.DONE))
 

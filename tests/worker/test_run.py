@@ -66,6 +66,10 @@ def test_it_processes_each_chunk_and_records_every_target(job):
     assert recs["wall.png"].status == "no_face" and "unchanged input" in recs["wall.png"].message
     assert recs["cmyk.jpg"].status == "done" and "CMYK" in recs["cmyk.jpg"].message
     assert recs["notes.jpg"].status == "failed" and "not an image" in recs["notes.jpg"].message
+    # each sentence named for the portal, which says it in the reader's language
+    assert (recs["broken.jpg"].code, recs["broken.jpg"].params) == ("damaged", {"name": "broken.jpg"})
+    assert (recs["wall.png"].code, recs["notes.jpg"].code) == ("no_face", "not_an_image")
+    assert recs["group.jpg"].code == ""
 
     out = job / "out" / "outputs"
     assert sorted(p.name for p in out.iterdir()) == ["astronaut.png", "cmyk.jpg", "group.jpg", "wall.png"]

@@ -1,0 +1,38 @@
+"""What the worker says about one photo or video, in the reader's language.
+
+The worker (no Django, English in its logs) names each sentence it writes in a target's progress
+record with a `code` and its values (`params`: worker.errors.TargetError). Here each code has its
+sentence for the catalogue; the watcher stores it in the job's language (jobs.words). A code this
+portal does not know, or values that do not fit, leave the worker's own English sentence.
+"""
+from __future__ import annotations
+
+from django.utils.translation import gettext, gettext_noop
+
+WORDS = {
+    "no_face": gettext_noop("no face found; the result is the photo as it was"),
+    "no_match": gettext_noop("%(found)s faces found, none like the reference photo; the result is the photo as it was"),
+    "no_face_video": gettext_noop("no face found in any frame; the result is the video as it was"),
+    "damaged": gettext_noop("%(name)s is damaged or cut off; export it again or upload it again"),
+    "damaged_video": gettext_noop("%(name)s is cut off or damaged (typical of an interrupted upload or recording); "
+                                  "upload the complete file again"),
+    "not_an_image": gettext_noop("%(name)s is not a photo the worker can read (JPEG, PNG, WebP, BMP, TIFF)"),
+    "not_a_video": gettext_noop("%(name)s is not a video the worker can read; use an MP4, MOV, MKV or WebM file"),
+    "empty": gettext_noop("%(name)s is empty (0 bytes); upload the file again"),
+    "missing": gettext_noop("%(name)s was not found (moved or deleted since the job started?)"),
+    "too_many_pixels": gettext_noop("%(name)s has %(megapixels)s megapixels, over the limit of %(limit)s; "
+                                    "scale it down and try again"),
+    "out_of_memory": gettext_noop("ran out of memory on this file; try a smaller one or a template with more memory"),
+    "stopped_with_task": gettext_noop("stopped before it was finished: its batch hit the time limit or was cancelled"),
+}
+
+
+def target_message(code: str, params, english: str) -> str:
+    """The sentence `code` with `params`, translated; the worker's `english` when it cannot be said."""
+    words = WORDS.get(code or "")
+    if words is None:
+        return english
+    try:
+        return gettext(words) % dict(params or {})
+    except (KeyError, TypeError, ValueError):
+        return english
