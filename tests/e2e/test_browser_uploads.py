@@ -139,6 +139,8 @@ def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, fol
             upload.refresh_from_db()
             assert upload.offset == size and upload.status == "ready"
             resent = upload.received - size
+            print(f"200 MB video: stopped at {stopped_at:,} of {size:,} bytes; sent twice: {resent:,} "
+                  f"({100 * resent / size:.1f} %)")
             assert 0 <= resent < size * 0.10, f"{resent} bytes sent twice of {size}"
             assert Upload.objects.filter(name="drone-shot.mkv").count() == 1  # resumed, not sent anew
             text = item(page, "#zone-target", "drone-shot.mkv").inner_text()

@@ -145,8 +145,15 @@ def test_it_cancels_a_running_job_that_cannot_finish_first(api, local, folder, r
     tasks = {t.index: t.state for t in job.tasks.all()}
     print(f"observed cancel: tasks {tasks}, {job.done} of 5 done")
     assert tasks[2] == "CANCELLED", tasks
-    # Slurm agrees, task by task.
-    assert accounted_task_states(job.slurm_job_id) == tasks
+    # Slurm agrees, task by task; but for one race: the cancel reached a task just as it finished its
+    # last photo, Slurm's accounting first said CANCELLED (what the portal read and kept) and then
+    # settled COMPLETED (seen in CI: a busy machine). Such a task's photos are all done.
+    accounted = accounted_task_states(job.slurm_job_id)
+    assert accounted.keys() == tasks.keys() and accounted[2] == "CANCELLED", accounted
+    for index, state in accounted.items():
+        if state != tasks[index]:
+            assert (tasks[index], state) == ("CANCELLED", "COMPLETED"), (tasks, accounted)
+            assert all(t.status == TargetStatus.DONE for t in job.targets.filter(task_index=index)), accounted
     # The held task's image never ran; what was finished is kept, and the page says so.
     assert job.targets.get(index=4).status != TargetStatus.DONE
     assert job.done < 5 and f"{job.done} of 5 photos and videos were finished and are kept" in job.error, job.error
