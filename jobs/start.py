@@ -115,8 +115,9 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
                 job.save(update_fields=["reference_face"])
             for f in sources:
                 Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
-            claimed += upload_store.claim(sent_sources, job.media_dir / "sources")
-            for c in claimed:
+            sent = upload_store.claim(sent_sources, job.media_dir / "sources")
+            claimed += sent
+            for c in sent:
                 Source.objects.create(job=job, file=str(c.path), original_name=c.upload.name[:255])
             used: set[str] = set()
             outs = [unique_name(default_output_name(safe_name(n)), used)

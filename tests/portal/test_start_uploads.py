@@ -220,6 +220,8 @@ def test_one_person_only_needs_a_photo_of_them(alice, template, jpeg_bytes):
     r = alice.post(reverse("job-new"), {**form, "reference_uploads": [person.id]})
     job = Job.objects.get()
     assert r.status_code == 302 and job.snapshot.face_selector == "reference"
+    # the person to replace is not a face to put in: the job's face photos are the sources alone
+    assert [s.original_name for s in job.sources.all()] == ["face.jpg"]
     assert Path(job.reference_face.path).read_bytes() == jpeg_bytes
     assert Path(job.reference_face.path).is_relative_to(job.media_dir)
     # Run again keeps the choice and the person
