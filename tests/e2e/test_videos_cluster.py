@@ -41,7 +41,10 @@ def test_a_video_jobs_frames_advance_and_it_ends_with_people_and_a_poster(api, l
     # the photo's people, once: never summed over 80 frames
     assert 1 <= video.faces_swapped <= video.faces_found < 20, (video.faces_found, video.faces_swapped)
     running = [s for s in seen if s[0] == TargetStatus.RUNNING and s[1]]
-    assert running and all(0 < done < frames and total == frames for _, done, total, _p in running), seen
+    # frames advanced while it ran; the last frame is reported before the video is written out, so
+    # "80 of 80" may still be running (seen on a loaded machine: the muxing took a watcher cycle)
+    assert running and all(0 < done <= frames and total == frames for _, done, total, _p in running), seen
+    assert any(done < frames for _, done, _t, _p in running), seen
     assert any(poster for *_s, poster in running), seen  # the worker's poster, shown before the end
     with Image.open(video.thumbnail_file) as poster:
         assert poster.format == "JPEG" and poster.width == 320
