@@ -31,6 +31,8 @@ from ._batch import batch_line, split_batch
 
 #: prefixed to every command line run on the cluster
 REMOTE_UMASK = "umask 077; "
+#: prefixed to commands run without input (see SSHRunner._exec)
+NO_STDIN = "exec </dev/null; "
 from ._connect import open_client
 from ._sftp import FileTransfers, RemoteEntry
 from .errors import ClusterUnreachable, CommandFailed, CommandTimedOut
@@ -168,10 +170,17 @@ class SSHRunner(FileTransfers):
                 chan.settimeout(max(timeout, 0.1))
                 # umask 077: what a command creates on the cluster (sbatch's logs via SLURM_UMASK,
                 # folders, files) is the service user's alone, whatever the login shell's default.
-                chan.exec_command(REMOTE_UMASK + line)
                 if stdin:
+                    chan.exec_command(REMOTE_UMASK + line)
                     chan.sendall(stdin)
-                chan.shutdown_write()  # commands reading stdin get EOF instead of hanging
+                    chan.shutdown_write()  # the command reads to EOF, so it cannot exit before this
+                else:
+                    # No EOF is sent on a channel without input: paramiko sends it outside the channel
+                    # lock, so a command that exits at once can get its CLOSE answered before the EOF
+                    # leaves; sshd then drops the WHOLE shared connection ("ieof packet referred to
+                    # nonexistent channel"), failing every other thread's command. /dev/null gives a
+                    # command that reads stdin its EOF on the cluster side instead.
+                    chan.exec_command(REMOTE_UMASK + NO_STDIN + line)
                 return self._collect(chan, deadline, line, timeout)
             except CommandTimedOut:
                 raise

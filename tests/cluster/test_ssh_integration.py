@@ -118,6 +118,28 @@ def test_it_shares_one_connection_between_threads(cfg, scratch):
         runner.close()
 
 
+def test_a_command_reading_stdin_without_input_ends_instead_of_hanging(cfg):
+    runner = SSHRunner(cfg)
+    try:
+        assert runner.run(["cat"], timeout=10).stdout == ""
+        assert runner.run(["cat"], stdin="fed\n", timeout=10).stdout == "fed\n"
+    finally:
+        runner.close()
+
+
+def test_many_quick_commands_at_once_never_break_the_shared_connection(cfg):
+    # Commands that exit at once used to race their EOF against sshd's CLOSE, and sshd then dropped
+    # the whole connection (seen under load in CI): every thread's command failed or reconnected.
+    runner = SSHRunner(cfg)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            codes = list(pool.map(lambda _: runner.run(["true"]).rc, range(400)))
+        assert codes == [0] * 400
+        assert runner.connect_count == 1
+    finally:
+        runner.close()
+
+
 def test_it_reconnects_once_when_the_connection_died(cfg):
     runner = SSHRunner(cfg)
     try:
