@@ -1,7 +1,10 @@
 """The portal's words as tables: cluster profile, template (and a job's snapshot of it), job,
-job attempt, task, target, source, quota, usage, audit entry, notification preference, API token, upload."""
+job attempt, task, target, source, quota, GPU type, booking, booking rules, usage, audit entry, notification preference, API token, upload."""
 from jobs.models.attempt import JobAttempt
 from jobs.models.audit import AuditEntry
+from jobs.models.booking import (
+    Approval, Booking, BookingPolicy, BookingState, GpuType, StartChoice, capability_tuple,
+)
 from jobs.models.cluster_profile import ClusterProfile
 from jobs.models.job import Job, JobStatus, Source, Target, TargetStatus, Task
 from jobs.models.preferences import EmailNotice, NoticeKind, NoticeStatus, NotificationPreference
@@ -12,6 +15,7 @@ from jobs.models.token import ApiToken
 from jobs.models.upload import Upload, UploadKind, UploadPolicy, UploadStatus
 from jobs.models.usage import UsageRecord
 
-__all__ = ["ApiToken", "AuditEntry", "ClusterProfile", "EmailNotice", "Job", "JobAttempt", "JobStatus", "NoticeKind",
+__all__ = ["ApiToken", "Approval", "AuditEntry", "Booking", "BookingPolicy", "BookingState", "GpuType",
+           "StartChoice", "capability_tuple", "ClusterProfile", "EmailNotice", "Job", "JobAttempt", "JobStatus", "NoticeKind",
            "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Template",
            "TemplateSnapshot", "Upload", "UploadKind", "UploadPolicy", "UploadStatus", "UsageRecord"]

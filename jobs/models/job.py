@@ -84,6 +84,9 @@ class Job(models.Model):
     attempt = models.PositiveIntegerField(default=1, db_default=1)
     consent_at = models.DateTimeField(null=True, blank=True)
     callback_url = models.URLField(blank=True)
+    #: the GPU booking whose Slurm reservation the job is submitted into (None: the open queue)
+    booking = models.ForeignKey("jobs.Booking", on_delete=models.SET_NULL, null=True, blank=True,
+                                related_name="jobs", verbose_name=_("booking"))
     #: the language of the page (or API request) that started it: what the portal writes about the
     #: job later, in the background (why it waits or failed, each photo's message), is in it (jobs.words)
     language = models.CharField(max_length=16, blank=True, default="")

@@ -34,6 +34,11 @@ class Quota(models.Model):
     max_upload_mb = models.PositiveIntegerField(
         _("upload size (MB per file)"), null=True, blank=True,
         help_text=_("Largest file a user may upload, in MB. Empty: no limit beyond the site's own."))
+    booking_gpu_hours_per_month = models.DecimalField(
+        _("booked GPU-hours per month"), max_digits=10, decimal_places=2, null=True, blank=True,
+        validators=[MinValueValidator(0)],
+        help_text=_("GPU-hours that may be booked ahead per calendar month (by a booking's start). For a group: "
+                    "all members together. Empty: no limit."))
     note = models.CharField(_("note"), max_length=200, blank=True, help_text=_("Why this quota, for other admins."))
     updated_at = models.DateTimeField(_("changed"), auto_now=True)
 
