@@ -29,6 +29,12 @@ from .slurm import (
     sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv,
     squeue_argv,
 )
+from .slurm import (
+    REFUSAL_CODES, GpuUse, NodeGpus, SlurmReservation, expand_hostlist, gpu_history_argv, gpu_inventory_argv,
+    parse_gpu_history, parse_gpu_inventory, parse_reservations, parse_slurm_time, reservation_create_argv,
+    reservation_delete_argv, reservation_refusal, reservation_update_argv, reservations_show_argv, slurm_time,
+    window_minutes,
+)
 from .ssh import (
     ClusterConfig, CommandResult, RemoteEntry, SSHRunner, close_all_runners, get_runner, runner_for,
 )
@@ -50,6 +56,11 @@ __all__ = [
     "parse_sbatch_parsable", "parse_squeue", "parse_sacct", "parse_sacct_exit_codes", "parse_sinfo",
     "parse_scontrol_partitions", "gres_gpu_types", "find_job_by_name", "expand_array_range",
     "ClusterLimits", "scontrol_config_argv", "parse_scontrol_config", "chunk_size_for", "sbatch_refusal",
+    # reservations, GPU inventory and GPU-use history (bookings: docs/slurm-bookings.md)
+    "SlurmReservation", "NodeGpus", "GpuUse", "REFUSAL_CODES", "reservation_create_argv", "reservation_update_argv",
+    "reservation_delete_argv", "reservations_show_argv", "parse_reservations", "reservation_refusal",
+    "gpu_inventory_argv", "parse_gpu_inventory", "gpu_history_argv", "parse_gpu_history", "expand_hostlist",
+    "slurm_time", "parse_slurm_time", "window_minutes",
     # states
     "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
     "effective_state", "plain_reason", "pending_reason",

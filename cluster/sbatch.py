@@ -109,6 +109,9 @@ class SbatchSpec:
     account: str = ""
     container_image: str = ""
     container_binds: list[str] = dataclasses.field(default_factory=list)  # "/p" or "/p:/inside"
+    #: Slurm may put a task back in the queue after it started (preempted by more urgent work, node
+    #: failure) instead of ending it; the worker then skips the targets already done
+    requeue: bool = False
 
     def __post_init__(self) -> None:
         if not self.job_name:
@@ -175,6 +178,8 @@ def render_script(spec: SbatchSpec) -> str:
                           ("account", spec.account)):
         if value:
             directives.append(f"--{option}={value}")
+    if spec.requeue:
+        directives.append("--requeue")
     command = list(spec.command)
     if spec.container_image:
         binds = [arg for bind in spec.container_binds

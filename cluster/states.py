@@ -134,6 +134,13 @@ _ENDED = {
     "SPECIAL_EXIT": gettext_noop("held after being requeued (ask an admin)"),
 }
 _LIMIT = gettext_noop("your group's limit of running jobs is reached")
+#: a task Slurm put back in the queue after it started (squeue's RestartCnt > 0): with
+#: PreemptMode=REQUEUE an urgent job took its GPU; it runs again by itself and skips what it finished
+_PAUSED = gettext_noop("paused to make room for urgent work; continues automatically")
+#: a task of a job in a GPU booking that had not started when the booking's reservation ended:
+#: Slurm holds it for good (RESV_DEL_HOLD, seen on 22.05)
+_BOOKING_OVER = gettext_noop("held: the GPU booking ended before this batch could start; cancel the job and use "
+                             "“Process the rest” to run what is left")
 _PENDING = {
     "None": gettext_noop("waiting to be scheduled"),
     "": gettext_noop("waiting to be scheduled"),
@@ -156,6 +163,16 @@ _PENDING = {
     "Licenses": gettext_noop("waiting for a licence"),
     "launch failed requeued held": gettext_noop("held after a failed start (ask an admin)"),
 }
+
+
+def paused_reason(_: Callable[[str], str] = same) -> str:
+    """What a waiting task that Slurm requeued after it had started says (preempted by urgent work)."""
+    return _(_PAUSED)
+
+
+def booking_over_reason(_: Callable[[str], str] = same) -> str:
+    """What a task held because its booking's reservation ended says (state RESV_DEL_HOLD)."""
+    return _(_BOOKING_OVER)
 
 
 def pending_reason(reason: str, array_limit: int | None = None, _: Callable[[str], str] = same) -> str:

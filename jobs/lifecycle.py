@@ -35,6 +35,7 @@ from django.utils.translation import gettext as _
 from jobs import audit, tasks
 from jobs.live.protocol import Publisher, publish_job
 from jobs.models import Job, JobStatus, Target, TargetStatus
+from jobs.models.job import FINAL_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,12 @@ def move(job: Job, name: str, to: str | None = None, *, only_from: tuple[str, ..
         mark_targets_cancelled(job)
     if audit_action:
         audit.record(actor, audit_action, target=job, request=request, details=details)
+    if to in FINAL_STATUSES:
+        # Every end calls back, also a refused submission or a cancel before Slurm saw the job;
+        # the watcher's finish records the same key again, which is a no-op.
+        from jobs import webhooks  # late: jobs.webhooks imports the models this module serves
+
+        webhooks.job_finished(job)
     if pub is not None:
         pub.job(job)
     else:

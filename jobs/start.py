@@ -28,6 +28,8 @@ from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_n
 
 from jobs import audit, tasks, upload_store
 from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
+from jobs.booking_use import usable_booking
+from jobs.priority import qos_for
 from jobs.errors import StartError, UploadRejected
 from jobs.quotas import check_job_size, check_quota
 from jobs.folder_check import count_folder
@@ -42,12 +44,15 @@ MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
 def start_job(*, user, template: Template | None, sources: list[UploadedFile] | None = None, target_folder: str = "",
               target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
               callback_url: str = "", request=None, source_uploads=(), target_uploads=(),
-              face_selector: str | None = None, reference: UploadedFile | None = None, reference_uploads=()) -> Job:
+              face_selector: str | None = None, reference: UploadedFile | None = None, reference_uploads=(),
+              booking=None) -> Job:
     """Create a queued job (and enqueue its submission on commit), or raise StartError listing every
     problem found (a QuotaExceeded when only a quota refuses it). Files come sent with the request
     (`sources`, `target_files`) or sent ahead (`source_uploads`, `target_uploads`: ids of the user's
     jobs.models.Upload). Which faces are replaced: `face_selector` (None: the template's), and for
     "reference" a photo of the person (`reference`, or one of `reference_uploads`).
+    `booking`: the id of one of the user's usable GPU bookings on the template's cluster, whose Slurm
+    reservation the job is submitted into (None or "": the open queue).
     `request`, when given, only feeds the audit log."""
     sources, target_files = sources or [], target_files or []
     problems: list[tuple[str | None, str]] = []
@@ -83,12 +88,15 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
             problems.append((exc.field, exc.message))
         if target_folder and not has_files:
             target_folder = _checked_folder(profile, target_folder, problems)
+    chosen_booking = usable_booking(user, booking, profile, problems) if booking else None
     if problems:
         raise StartError.of(problems)
 
-    snapshot = dataclasses.replace(template.snapshot(), face_selector=selector)
+    # The QOS is decided now and frozen with the template (jobs.priority).
+    snapshot = dataclasses.replace(template.snapshot(), face_selector=selector, qos=qos_for(user, template))
     job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=snapshot.to_json(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url,
+              booking=chosen_booking,
               language=translation.get_language() or "")  # what is written about it later is in it
     # Folder targets are counted on the cluster after Start (jobs.submit re-checks the count).
     n_targets = len(target_files) + len(sent_targets) if has_files else None
@@ -104,7 +112,8 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
             audit.record(user, "job.start", target=job, request=request, details={
                 "template": template.slug, "target_folder": target_folder,
                 "uploaded_targets": len(target_files) + len(sent_targets),
-                "sources": len(sources) + len(sent_sources), "consent_at": job.consent_at.isoformat()})
+                "sources": len(sources) + len(sent_sources), "consent_at": job.consent_at.isoformat(),
+                "qos": snapshot.qos, "booking": str(chosen_booking.pk) if chosen_booking else ""})
             _use_up(user, sent_sources + sent_targets + sent_reference)
             if reference is not None:
                 job.reference_face = _named(reference)

@@ -271,6 +271,10 @@ def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None 
         array_indexes=list(indexes) if indexes is not None else list(range(n_tasks)),
         array_limit=snap.array_limit, log_dir=folder.logs, log_name=LOG_NAME_PATTERN,
         workdir=profile.worker_path or folder.root, command=command, env=env, qos=snap.qos,
+        # Into the booking's Slurm reservation when the job has one that still exists on the cluster.
+        reservation=job.booking.reservation_name if job.booking_id and job.booking.reservation_made else "",
+        # Preempted by urgent work, a task goes back to the queue; its rerun skips finished targets.
+        requeue=True,
         container_image=snap.container_image,
         container_binds=binds + [f"{folder.root}:{folder.root}"] if snap.container_image else [],
     )

@@ -25,6 +25,8 @@ SUBMIT_TIMEOUT = 900
 CANCEL_TIMEOUT = 120
 #: one email (SMTP may be slow to answer)
 NOTIFY_TIMEOUT = 120
+#: one webhook call: its connect and read timeouts are short (settings.WEBHOOK_TIMEOUT); this bounds the rest
+WEBHOOK_TIMEOUT = 60
 #: fetching a batch of outputs over SFTP and making their thumbnails
 FETCH_OUTPUTS_TIMEOUT = 900
 #: how long RQ keeps a finished task's record, and a failed one's (for the dashboard)
@@ -91,6 +93,31 @@ def enqueue_output_fetch(job, indexes: list[int]) -> None:
                     retry=FETCH_RETRY, job_timeout=FETCH_OUTPUTS_TIMEOUT, result_ttl=60, failure_ttl=FAILURE_TTL)
 
 
+#: scontrol create/delete reservation: one SSH command
+RESERVATION_TIMEOUT = 120
+#: a booking's reservation that met an outage (seconds between tries); the beat enqueues again after
+RESERVATION_RETRY = Retry(max=6, interval=[10, 30, 60, 120, 300, 600])
+
+
+def reservation_rq_id(booking, verb: str = "make") -> str:
+    """`reservation-make-<uuid>` / `reservation-delete-<uuid>`: one RQ job per booking and verb."""
+    return f"reservation-{verb}-{booking.id}"
+
+
+def enqueue_reservation(booking) -> None:
+    """Make the Slurm reservation of a confirmed booking (jobs.bookings.reservations)."""
+    queue().enqueue("jobs.bookings.reservations.make_reservation", str(booking.id),
+                    job_id=reservation_rq_id(booking), retry=RESERVATION_RETRY, job_timeout=RESERVATION_TIMEOUT,
+                    result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
+
+
+def enqueue_reservation_delete(booking) -> None:
+    """Delete the Slurm reservation of a cancelled or refused booking."""
+    queue().enqueue("jobs.bookings.reservations.delete_reservation", str(booking.id),
+                    job_id=reservation_rq_id(booking, "delete"), retry=RESERVATION_RETRY,
+                    job_timeout=RESERVATION_TIMEOUT, result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
+
+
 def enqueue_after_finish(job) -> None:
     """Queue the job's email and the owner's quota check. Called on commit of the job's end.
 
@@ -102,5 +129,31 @@ def enqueue_after_finish(job) -> None:
                   result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
         q.enqueue("jobs.usage.notifications.notify_quota", job.owner_id, job_timeout=NOTIFY_TIMEOUT,
                   result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
+        if job.callback_url:  # the signed call of the job's end (jobs.webhooks), retried on its own
+            q.enqueue("jobs.webhooks.events.job_finished_by_id", str(job.id), job_timeout=WEBHOOK_TIMEOUT,
+                      result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning("job %s: notification not queued: %s", job.id, exc)
+
+
+def enqueue_webhook(delivery_id: str, at=None) -> None:
+    """Make the delivery's next attempt now, or at `at` (an aware datetime: RQ's scheduler, which
+    the portal's worker runs). Never raises: a lost enqueue leaves the delivery due in the database,
+    where `jobs.webhooks.send_due` finds it; two enqueues of one attempt send it once (it is claimed)."""
+    try:
+        options = {"job_timeout": WEBHOOK_TIMEOUT, "result_ttl": RESULT_TTL, "failure_ttl": FAILURE_TTL}
+        if at is None:
+            queue().enqueue("jobs.webhooks.deliver.send", delivery_id, **options)
+        else:
+            queue().enqueue_at(at, "jobs.webhooks.deliver.send", delivery_id, **options)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("webhook %s: attempt not queued: %s", delivery_id, exc)
+
+
+def enqueue_booking_email(booking_id: str, event: str) -> None:
+    """Email the booking's owner about `event` (jobs.webhooks.events). Never raises (logged)."""
+    try:
+        queue().enqueue("jobs.webhooks.events.email_booking_event", booking_id, event, job_timeout=NOTIFY_TIMEOUT,
+                        result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("booking %s: %s email not queued: %s", booking_id, event, exc)

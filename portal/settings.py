@@ -115,6 +115,7 @@ TEMPLATES = [
             ],
             # The jobs app keeps its tags with its pages (jobs/web/), not in jobs/templatetags.
             "libraries": {
+                "expected": "jobs.web.templatetags.expected",
                 "live": "jobs.web.templatetags.live",
                 "portal": "jobs.web.templatetags.portal",
                 "quota": "jobs.web.templatetags.quota",
@@ -260,6 +261,15 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "FaceFusion Portal <po
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
     "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend")
+
+# Webhooks (jobs.webhooks): signed calls to a job's or booking's callback_url, sent by the RQ worker.
+#: seconds to connect, and again to read the answer: a slow receiver must not hold a worker
+WEBHOOK_TIMEOUT = envfloat("WEBHOOK_TIMEOUT", "5")
+#: networks (comma-separated CIDRs) callbacks may reach although private, loopback or link-local;
+#: empty: only public addresses (a callback must never become a way into the portal's own network)
+WEBHOOK_ALLOWED_NETWORKS = [n.strip() for n in os.environ.get("WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()]
+#: hours a failing call is retried (backoff 30 s, 2 min, 10 min, 30 min, 1 h, then every 2 h)
+WEBHOOK_MAX_AGE = envfloat("WEBHOOK_MAX_AGE", "24")
 
 # Django's cache: wrong-API-token counters (jobs.ratelimit). Redis, shared by every web process, so
 # a guesser cannot spread attempts over workers; its own key prefix.

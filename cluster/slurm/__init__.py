@@ -37,6 +37,12 @@ from .output import (
     parse_sacct_exit_codes, parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
 )
 from .queue import parse_squeue_tasks, squeue_tasks_argv
+from .history import GpuUse, gpu_history_argv, parse_gpu_history
+from .reservations import (
+    REFUSAL_CODES, NodeGpus, SlurmReservation, expand_hostlist, gpu_inventory_argv, parse_gpu_inventory,
+    parse_reservations, parse_slurm_time, reservation_create_argv, reservation_delete_argv, reservation_refusal,
+    reservation_update_argv, reservations_show_argv, slurm_time, window_minutes,
+)
 
 __all__ = [
     "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv",
@@ -46,4 +52,9 @@ __all__ = [
     "parse_sacct_exit_codes", "parse_sinfo", "parse_scontrol_partitions", "gres_gpu_types",
     "find_job_by_name", "expand_array_range",
     "ClusterLimits", "scontrol_config_argv", "parse_scontrol_config", "chunk_size_for", "sbatch_refusal",
+    # reservations, GPU inventory and GPU-use history (bookings)
+    "SlurmReservation", "NodeGpus", "GpuUse", "REFUSAL_CODES", "reservation_create_argv", "reservation_update_argv",
+    "reservation_delete_argv", "reservations_show_argv", "parse_reservations", "reservation_refusal",
+    "gpu_inventory_argv", "parse_gpu_inventory", "gpu_history_argv", "parse_gpu_history", "expand_hostlist",
+    "slurm_time", "parse_slurm_time", "window_minutes",
 ]

@@ -45,6 +45,8 @@ class SlurmTask:
     start_time: int | None = None
     end_time: int | None = None
     pending_array_range: str | None = None
+    #: times Slurm requeued the task (preempted by more urgent work, node failure); squeue's RestartCnt
+    restarts: int = 0
 
 
 #: node states and flags in which a new task gets nothing from the node

@@ -5,7 +5,7 @@ cycle on a busy cluster, whatever the number of jobs watched); its text output h
 This asks for only the columns the watcher reads, each ended by a `|` (none of them can contain
 one), and returns the same `SlurmTask` records `parse_squeue` makes from the JSON:
 
-    squeue_tasks_argv(["33", "34"])                  ->  ["squeue", "--noheader", "--array", ...]
+    squeue_tasks_argv(["33", "34"])                  ->  ["env", "TZ=UTC", "squeue", "--noheader", ...]
     parse_squeue_tasks(stdout, rc, stderr)           ->  [SlurmTask("33", 0, "RUNNING", ...), ...]
 
 What the text says differently from the JSON, all seen on the local cluster (samples in
@@ -26,10 +26,18 @@ tests/cluster/samples/squeue_tasks_*.txt):
   (slurmctld down or restarting) is a `SlurmError`: squeue did not answer.
 - How an ended task ended (exit code, signal, times) is not asked for: the watcher reads sacct for
   that, and never the queue's copy of an ended task (`jobs.watcher.decide.merged_states`).
+- `StartTime` of a PENDING task is the backfill scheduler's estimate of its start ("N/A" when it
+  has none yet); of a running task, when it started. squeue writes it in the local time of the
+  machine it runs on, hence `TZ=UTC`: read as UTC, it is `SlurmTask.start_time` (epoch seconds).
+- `RestartCnt`: how many times Slurm requeued the task. Seen on 22.05 with PreemptType=preempt/qos
+  and PreemptMode=REQUEUE (sample squeue_tasks_preempted.txt): a running task preempted by an
+  urgent job is PENDING again at once, reason "BeginTime", StartTime two minutes ahead (Slurm holds
+  a requeued job back that long), RestartCnt 1; `sacct --duplicates` shows the earlier run PREEMPTED.
 """
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 
 from ..errors import SlurmError
 from ..states import base_state
@@ -37,7 +45,7 @@ from .commands import checked_job_ids
 from .output import SlurmTask, _gpus_from_tres_string, _sorted, expand_array_range
 
 #: the columns asked for, in order (`squeue --Format` names)
-FIELDS = ("ArrayJobID", "ArrayTaskID", "State", "Reason", "NodeList", "tres-alloc")
+FIELDS = ("ArrayJobID", "ArrayTaskID", "State", "Reason", "NodeList", "tres-alloc", "StartTime", "RestartCnt")
 # "Name:|": no width, so the whole value unpadded, then "|" (no value of these columns holds one).
 _FORMAT = ",".join(f"{name}:|" for name in FIELDS)
 
@@ -54,7 +62,7 @@ def squeue_tasks_argv(job_ids: list[str]) -> list[str]:
     """`squeue` text of every task of these jobs, whatever its state, one line each."""
     if not job_ids:
         raise ValueError("squeue_tasks_argv needs at least one job id")
-    return ["squeue", "--noheader", "--array", "--states=all", "--jobs=" + ",".join(checked_job_ids(job_ids)),
+    return ["env", "TZ=UTC", "squeue", "--noheader", "--array", "--states=all", "--jobs=" + ",".join(checked_job_ids(job_ids)),
             "--Format=" + _FORMAT]
 
 
@@ -79,16 +87,26 @@ def _tasks_of(line: str) -> list[SlurmTask]:
     parts = line.rstrip("\n").split("|")
     if len(parts) != len(FIELDS) + 1 or parts[-1].strip() or not parts[0].strip().isdigit():
         raise SlurmError(f"squeue printed a line of an unexpected shape: {line[:200]!r}")
-    job_id, task, state, reason, node, tres = (p.strip() for p in parts[:-1])
+    job_id, task, state, reason, node, tres, start, restarts = (p.strip() for p in parts[:-1])
     state = base_state(state)
     fields = dict(state=state, reason=_reason_code(reason), node=node,
-                  gpus=_gpus_from_tres_string(tres) if node else 0)  # a pending job's "alloc" is its request
+                  gpus=_gpus_from_tres_string(tres) if node else 0,  # a pending job's "alloc" is its request
+                  start_time=_utc_epoch(start), restarts=int(restarts) if restarts.isdigit() else 0)
     if task == "N/A":
         return [SlurmTask(job_id, None, **fields)]
     if task.isdigit():
         return [SlurmTask(job_id, int(task), **fields)]
     # A collapsed range ("2-749%2") only without --array; read it as the JSON's collapsed record.
     return [SlurmTask(job_id, i, pending_array_range=task.strip("[]"), **fields) for i in expand_array_range(task)]
+
+
+def _utc_epoch(text: str) -> int | None:
+    """squeue's "2026-12-01T04:32:10" (written in UTC, see above) as epoch seconds; None for "N/A",
+    "Unknown" or anything else that is no time."""
+    try:
+        return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp())
+    except ValueError:
+        return None
 
 
 def _reason_code(reason: str) -> str:

@@ -5,3 +5,6 @@ itself is read-only for everyone, superusers included. Importing this package re
 ModelAdmin (Django's admin autodiscovery imports `jobs.admin`).
 """
 from jobs.admin import audit, jobs, profiles, quotas, templates, uploads, usage  # noqa: F401 - they register themselves
+from jobs.admin import bookings  # noqa: F401 - GPU types, booking rules, bookings (issue 13)
+from jobs.admin import priority  # noqa: F401 - QOS levels and group priorities (issue 13)
+from jobs.admin import webhooks  # noqa: F401 - webhook deliveries, read-only (issue 13)

@@ -1,17 +1,15 @@
 """The audit log in the admin: read-only for everyone."""
 from __future__ import annotations
 
-import json
-
 from django.contrib import admin
-from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from jobs.admin.base import LogAdmin
 from jobs.models import AuditEntry
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(LogAdmin):
     """Read-only for everyone, superusers included: a log that admins could edit proves nothing."""
 
     list_display = ("at", "who", "action", "target_repr", "ip")
@@ -28,13 +26,4 @@ class AuditEntryAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("details"))
     def details_text(self, obj: AuditEntry) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.details, indent=2, ensure_ascii=False, sort_keys=True))
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+        return self.json_block(obj.details)

@@ -5,6 +5,7 @@ import copy
 import json
 
 from django.contrib import admin
+from django.utils.html import format_html
 from django.utils.translation import gettext
 
 from jobs import audit
@@ -93,3 +94,21 @@ def _json_value(value):
         return value if len(text) <= AUDIT_VALUE_LENGTH else text[:AUDIT_VALUE_LENGTH] + "…"
     text = str(value)
     return text if len(text) <= AUDIT_VALUE_LENGTH else text[:AUDIT_VALUE_LENGTH] + "…"
+
+
+class LogAdmin(admin.ModelAdmin):
+    """A log in the admin (audit entries, webhook deliveries): read-only for everyone, superusers
+    included; `json_block` shows a JSON field readably."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @staticmethod
+    def json_block(value) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))

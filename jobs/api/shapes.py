@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 from django.urls import get_script_prefix, reverse
 from django.utils.text import Truncator
 
+from jobs.expected import expected_finish, when_words
 from jobs.models import Job, Target, Task, Template
 
 
@@ -110,6 +111,8 @@ def job_detail(job: Job, request=None) -> dict:
     body["tasks_next"] = page_link("api-job-tasks", job, after_task, request)
     body["outputs_next"] = page_link("api-job-outputs", job, after_output, request)
     body["attempt"] = job.attempt
+    # Slurm's estimate of the start (a waiting job) and the finish at the template's pace (jobs.expected)
+    body["expected_start"], body["expected_finish"] = _iso(job.expected_start), _iso(expected_finish(job))
     body["attempts"] = [{"attempt": a.number, "slurm_job_id": a.slurm_job_id, "array": a.array, "mem": a.mem,
                          "why": a.why, "auto": a.auto, "at": a.at.isoformat(), "ended": a.ended}
                         for a in job.attempts.all()]
@@ -158,6 +161,8 @@ def live_job(job: Job) -> dict:
         "cancel_requested": job.cancel_requested, "template_name": job.snapshot.name,
         "created_at": _iso(job.created_at), "started_at": _iso(job.started_at), "finished_at": _iso(job.finished_at),
         "url": reverse("job-detail", args=[job.id]),
+        "expected_start": _iso(job.expected_start), "expected_finish": _iso(expected_finish(job)),
+        "when": when_words(job),
     }
 
 

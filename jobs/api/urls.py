@@ -1,6 +1,7 @@
 """Routes of the JSON API, mounted at /api/v1/ (DESIGN.md: a stable contract; see docs/api.md)."""
 from django.urls import path, re_path
 
+from jobs.api import bookings as api_bookings
 from jobs.api import views as api
 
 urlpatterns = [
@@ -14,6 +15,8 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/outputs/<int:index>", api.job_output, name="api-job-output"),
     path("templates", api.templates, name="api-templates"),
     path("folders", api.folders, name="api-folders"),
+    path("bookings", api_bookings.bookings_view, name="api-bookings"),
+    path("bookings/<uuid:booking_id>", api_bookings.booking_view, name="api-booking"),
     # Last: unknown paths and malformed job ids answer JSON 404, not the site's HTML page.
     re_path(r"^.*$", api.not_found),
 ]

@@ -22,7 +22,9 @@ from jobs.api.auth import api_view, error
 from jobs.browse import browse
 from jobs.errors import BrowseError, StartError
 from jobs.models import ClusterProfile, Job, JobStatus, Template
+from jobs.booking_use import job_outlasts_booking
 from jobs.start import start_job
+from jobs import webhooks
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -62,6 +64,8 @@ def _create_job(request) -> JsonResponse:
             return error(_("Give the callback as a full http:// or https:// URL."), 400, "callback_url")
         if len(callback_url) > Job._meta.get_field("callback_url").max_length:
             return error(_("The callback URL is too long."), 400, "callback_url")
+        if problem := webhooks.check_callback_url(callback_url):  # no private addresses (jobs.webhooks.guard)
+            return error(problem, 400, "callback_url")
     slug = data.get("template", "").strip()
     template = Template.objects.select_related("cluster").filter(slug=slug).first() if slug else None
     try:
@@ -73,6 +77,7 @@ def _create_job(request) -> JsonResponse:
             source_uploads=_upload_ids(data, "source_uploads"), target_uploads=_upload_ids(data, "target_uploads"),
             face_selector=data.get("face_selector", "").strip() or None, reference=request.FILES.get("reference"),
             reference_uploads=_upload_ids(data, "reference_uploads"),
+            booking=data.get("booking", "").strip() or None,  # a GPU booking's id: run in its reservation
         )
     except StartError as exc:
         response = error(exc.message, 400, exc.field)
@@ -82,6 +87,8 @@ def _create_job(request) -> JsonResponse:
             response = JsonResponse(body, status=400)
         return response
     body = serializers.job_created(job, request)
+    if warning := job_outlasts_booking(job):  # started all the same: a warning, not a refusal
+        body["warning"] = warning
     response = JsonResponse(body, status=201)
     response["Location"] = body["url"]
     return response
@@ -110,6 +117,12 @@ def _list_jobs(request) -> JsonResponse:
             return error(_("Unknown status %(status)s; use one of: %(known)s.")
                          % {"status": ", ".join(unknown), "known": ", ".join(JobStatus.values)}, 400, "status")
         qs = qs.filter(status__in=wanted)
+    return paged(request, qs, lambda job: serializers.job_summary(job, request))
+
+
+def paged(request, qs, shape) -> JsonResponse:
+    """`{"count", "next", "previous", "results": [shape(row) ...]}` of `qs`: `?limit=`, `?offset=`
+    (the jobs' and the bookings' lists)."""
     try:
         limit = _whole_number(request, "limit", DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
         offset = _whole_number(request, "offset", 0, low=0, high=MAX_OFFSET)
@@ -121,7 +134,7 @@ def _list_jobs(request) -> JsonResponse:
         "count": count,
         "next": _page_url(request, offset + limit, limit) if offset + limit < count else None,
         "previous": _page_url(request, max(offset - limit, 0), limit) if offset > 0 else None,
-        "results": [serializers.job_summary(job, request) for job in page],
+        "results": [shape(row) for row in page],
     })
 
 

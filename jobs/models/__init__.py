@@ -7,6 +7,7 @@ from jobs.models.booking import (
 )
 from jobs.models.cluster_profile import ClusterProfile
 from jobs.models.job import Job, JobStatus, Source, Target, TargetStatus, Task
+from jobs.models.priority import GroupPriority, QosLevel
 from jobs.models.preferences import EmailNotice, NoticeKind, NoticeStatus, NotificationPreference
 from jobs.models.quota import Quota
 from jobs.models.snapshot import TemplateSnapshot
@@ -14,8 +15,10 @@ from jobs.models.template import Template
 from jobs.models.token import ApiToken
 from jobs.models.upload import Upload, UploadKind, UploadPolicy, UploadStatus
 from jobs.models.usage import UsageRecord
+from jobs.models.webhook import DeliveryState, WebhookDelivery, WebhookSecret
 
 __all__ = ["ApiToken", "Approval", "AuditEntry", "Booking", "BookingPolicy", "BookingState", "GpuType",
-           "StartChoice", "capability_tuple", "ClusterProfile", "EmailNotice", "Job", "JobAttempt", "JobStatus", "NoticeKind",
+           "StartChoice", "capability_tuple", "ClusterProfile", "EmailNotice", "GroupPriority", "QosLevel", "Job", "JobAttempt", "JobStatus", "NoticeKind",
            "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Template",
-           "TemplateSnapshot", "Upload", "UploadKind", "UploadPolicy", "UploadStatus", "UsageRecord"]
+           "TemplateSnapshot", "Upload", "UploadKind", "UploadPolicy", "UploadStatus", "UsageRecord",
+           "DeliveryState", "WebhookDelivery", "WebhookSecret"]

@@ -21,6 +21,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 def capability_tuple(text: str) -> tuple[int, ...]:
@@ -123,13 +124,14 @@ class BookingPolicy(models.Model):
 
 
 class BookingState(models.TextChoices):
-    REQUESTED = "requested", _("requested")
-    WAITING = "waiting", _("waiting for free GPUs")
-    CONFIRMED = "confirmed", _("confirmed")
-    ACTIVE = "active", _("active")
-    ENDED = "ended", _("ended")
-    REFUSED = "refused", _("refused")
-    CANCELLED = "cancelled", _("cancelled")
+    # With a context: "active" alone is already the on/off switch of profiles and templates (启用).
+    REQUESTED = "requested", pgettext_lazy("booking state", "requested")
+    WAITING = "waiting", pgettext_lazy("booking state", "waiting for free GPUs")
+    CONFIRMED = "confirmed", pgettext_lazy("booking state", "confirmed")
+    ACTIVE = "active", pgettext_lazy("booking state", "active")
+    ENDED = "ended", pgettext_lazy("booking state", "ended")
+    REFUSED = "refused", pgettext_lazy("booking state", "refused")
+    CANCELLED = "cancelled", pgettext_lazy("booking state", "cancelled")
 
 
 #: states that hold GPUs in the inventory (a waiting booking does not yet)

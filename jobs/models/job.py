@@ -96,6 +96,9 @@ class Job(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    #: Slurm's own estimate of when a pending job starts (the backfill scheduler's, from squeue);
+    #: None when Slurm has none or the job runs
+    expected_start = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()

@@ -21,6 +21,8 @@ class NotificationPreference(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference")
     job_emails = models.BooleanField(_("email me when a job ends"), default=True)
     quota_emails = models.BooleanField(_("email me at 80 % and 100 % of my monthly GPU-hours"), default=True)
+    booking_emails = models.BooleanField(_("email me about my GPU bookings (confirmed, starting, ending, refused)"),
+                                         default=True)
 
     class Meta:
         verbose_name = _("notification preference")
@@ -74,6 +76,7 @@ class NoticeKind(models.TextChoices):
     # xgettext:no-python-format
     QUOTA_80 = "quota_80", _("80 % of the monthly GPU-hours")
     QUOTA_100 = "quota_100", _("monthly GPU-hours used up")
+    BOOKING = "booking", _("booking")
 
 
 class NoticeStatus(models.TextChoices):

@@ -21,7 +21,7 @@ from jobs.attempts import retry_note
 from jobs.retry import auto_retry
 from jobs.usage.accounting import charge_job
 from jobs.watcher.decide import (
-    ClearError, Decision, EndAttempt, FetchOutputs, FetchPosters, JobMove, JobRow, TargetChange, TargetRow,
+    ClearError, Decision, EndAttempt, ExpectedStart, FetchOutputs, FetchPosters, JobMove, JobRow, TargetChange, TargetRow,
     TaskChange, TaskRow,
 )
 
@@ -63,7 +63,7 @@ def job_row(job: Job, targets: tuple[TargetRow, ...]) -> JobRow:
     """The job with its prefetched tasks and its targets' rows, as the plain values `decide` reads."""
     return JobRow(
         id=str(job.id), status=job.status, slurm_job_id=job.slurm_job_id, submitted_at=job.submitted_at,
-        error=job.error,
+        error=job.error, expected_start=job.expected_start,
         tasks=tuple(TaskRow(index=t.index, state=t.state, node=t.node, exit_code=t.exit_code, reason=t.reason,
                             elapsed_seconds=t.elapsed_seconds, gpus=t.gpus, attempt=t.attempt,
                             log_wait_since=t.log_wait_since) for t in job.tasks.all()),
@@ -109,6 +109,10 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
         elif isinstance(change, ClearError):
             Job.objects.filter(pk=job.pk).update(error="")
             job.error = ""
+            shown = True
+        elif isinstance(change, ExpectedStart):
+            Job.objects.filter(pk=job.pk).update(expected_start=change.when)
+            job.expected_start = change.when
             shown = True
         elif isinstance(change, EndAttempt):
             shown |= end_attempt(job, list(tasks_by_index.values()), pub)

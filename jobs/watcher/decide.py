@@ -24,6 +24,13 @@ The rules:
   appears or KILL_LINE_WAIT has passed (slurmstepd writes it a moment after the kill).
 - A running video whose worker wrote its poster (record `poster`) has it fetched once, so the
   job page shows a frame of it before it ends (`FetchPosters`, on the RQ worker like outputs).
+- A waiting task that Slurm requeued after it started (squeue's restart count; PreemptMode=REQUEUE:
+  urgent work took its GPU) is "paused to make room for urgent work; continues automatically",
+  never failed. So is a task Slurm reports PREEMPTED, for REQUEUE_WAIT (the moment before the
+  requeued run appears; seen in a real run: the job was ended early without this), after which
+  it has ended PREEMPTED (a cluster that cancels preempted work); the target its worker was stopped on waits again (the rerun skips finished ones).
+- A job none of whose tasks runs carries Slurm's own estimate of its start (the earliest of its
+  waiting tasks' squeue StartTime), `ExpectedStart`; None once a task runs or Slurm has none.
 - The attempt has ended when every task is terminal, no task waits for its log, and every
   target that succeeded has its output fetched: then the caller applies the automatic retry
   policy or finalises the job (`EndAttempt`). Until then the job stays running, so "completed"
@@ -32,7 +39,7 @@ The rules:
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from django.utils.translation import gettext  # the job's language: the caller activates it (jobs.words)
 
@@ -46,6 +53,10 @@ from jobs.target_words import target_message
 LOST_AFTER = timedelta(minutes=5)
 #: how long a task killed by SIGKILL is re-read for slurmstepd's memory-kill line
 KILL_LINE_WAIT = timedelta(seconds=20)
+#: how long a task Slurm reports PREEMPTED is taken for one being requeued (PreemptMode=REQUEUE:
+#: sacct shows the PREEMPTED run for a moment before the requeued one) rather than ended
+#: (PreemptMode=CANCEL): seen requeued within seconds on 22.05
+REQUEUE_WAIT = timedelta(minutes=2)
 #: how long a target's output fetch may be outstanding before it is asked for again
 FETCH_AGAIN_AFTER = timedelta(minutes=2)
 
@@ -99,6 +110,7 @@ class JobRow:
     slurm_job_id: str
     submitted_at: datetime | None
     error: str = ""
+    expected_start: datetime | None = None
     tasks: tuple[TaskRow, ...] = ()
     targets: tuple[TargetRow, ...] = ()
 
@@ -160,11 +172,18 @@ class ClearError:
 
 
 @dataclasses.dataclass(frozen=True)
+class ExpectedStart:
+    """Slurm's estimate of when the job's first task starts changed (None: none, or it runs)."""
+
+    when: datetime | None
+
+
+@dataclasses.dataclass(frozen=True)
 class EndAttempt:
     """Every task ended and every output is in: retry automatically, or finalise the job."""
 
 
-Change = TaskChange | TargetChange | FetchOutputs | FetchPosters | JobMove | ClearError | EndAttempt
+Change = TaskChange | TargetChange | FetchOutputs | FetchPosters | JobMove | ClearError | ExpectedStart | EndAttempt
 
 
 @dataclasses.dataclass
@@ -214,7 +233,13 @@ def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetim
     if task.is_terminal and not slurm_states.is_terminal(st.state):
         if not requeued:
             return {}, False  # never back out of an end on a stale answer
-        return _recorded(task, st, st.state, slurm_states.pending_reason(st.reason, _=gettext) if st.state == PENDING else ""), False
+        return _recorded(task, st, st.state, _waiting_reason(st)), False
+    if st.state == "PREEMPTED" and not task.is_terminal:
+        since = task.log_wait_since or now  # when it was first seen preempted
+        if now - since < REQUEUE_WAIT:
+            fields = _recorded(task, st, PENDING, slurm_states.paused_reason(gettext))
+            fields.update(node="", exit_code=None, log_wait_since=since)
+            return {k: v for k, v in fields.items() if getattr(task, k) != v}, False
     if st.state == FAILED and not task.is_terminal:
         since = task.log_wait_since
         if log_tail is None:  # not read yet: ask for it in the next round trip
@@ -229,7 +254,27 @@ def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetim
     if slurm_states.is_terminal(st.state):
         state = slurm_states.effective_state(st, "")
         return _recorded(task, st, state, "" if state == "COMPLETED" else slurm_states.plain_reason(st, "", gettext)), False
-    return _recorded(task, st, st.state, slurm_states.pending_reason(st.reason, _=gettext) if st.state == PENDING else ""), False
+    return _recorded(task, st, st.state, _waiting_reason(st)), False
+
+
+def _waiting_reason(st: SlurmTask) -> str:
+    """Why a task waits, in plain words; "" for one that runs."""
+    if st.state == "RESV_DEL_HOLD":
+        return slurm_states.booking_over_reason(gettext)
+    if st.state != PENDING:
+        return ""
+    if st.restarts:
+        return slurm_states.paused_reason(gettext)
+    return slurm_states.pending_reason(st.reason, _=gettext)
+
+
+def _expected_start(rows, states: dict[int, SlurmTask]) -> datetime | None:
+    """The earliest squeue StartTime of the waiting tasks, while none runs."""
+    if any(t.state == RUNNING for t in rows):
+        return None
+    starts = [states[t.index].start_time for t in rows
+              if t.state == PENDING and t.index in states and states[t.index].start_time]
+    return datetime.fromtimestamp(min(starts), tz=timezone.utc) if starts else None
 
 
 def _recorded(task: TaskRow, st: SlurmTask, state: str, reason: str) -> dict:
@@ -289,6 +334,8 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
             changes.append(TaskChange(task.index, fields))
             tasks[task.index] = dataclasses.replace(task, **fields)
 
+    # Tasks requeued after they started (preempted): the target their worker was stopped on waits again.
+    paused = {i for i, t in tasks.items() if t.state == PENDING and t.reason == slurm_states.paused_reason(gettext)}
     targets: dict[int, TargetRow] = {t.index: t for t in job.targets}
     posters = []
     for progress in records:
@@ -296,7 +343,11 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
             target = targets.get(rec.index)
             if target is None:
                 continue
-            new = {k: v for k, v in target_fields(rec).items() if getattr(target, k) != v}
+            fields = target_fields(rec)
+            if target.task_index in paused and fields["failed_with_task"]:
+                fields.update(status="waiting", message=slurm_states.paused_reason(gettext), failed_with_task=False,
+                              seconds=None)
+            new = {k: v for k, v in fields.items() if getattr(target, k) != v}
             if new:
                 changes.append(TargetChange(rec.index, new))
                 targets[rec.index] = dataclasses.replace(target, **new)
@@ -313,6 +364,9 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
         changes.append(FetchOutputs(ask))
 
     rows = list(tasks.values())
+    expected = _expected_start(rows, states) if job.status in ("pending", "running") else None
+    if expected != job.expected_start:
+        changes.append(ExpectedStart(expected))
     if rows and all(t.is_terminal for t in rows) and not decision.logs_wanted and not missing:
         changes.append(EndAttempt())
     elif job.status == "pending" and any(t.state == RUNNING for t in rows):

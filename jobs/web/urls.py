@@ -2,8 +2,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from jobs.web.forms import RateLimitedAuthenticationForm
-from jobs.web.views import account, sources
+from jobs.web.views import account, bookings, sources
 from jobs.web.views import files, folders, live, new_job, pages, results, uploads, usage
+from jobs.web.views import webhooks
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(
@@ -20,6 +21,11 @@ urlpatterns = [
     path("folders", folders.folder_browse, name="folder-browse"),
     path("folders/check", folders.folder_check, name="folder-check"),
     path("usage", usage.usage, name="usage"),
+    path("bookings/", bookings.booking_list, name="booking-list"),
+    path("bookings/new", bookings.booking_new, name="booking-new"),
+    path("bookings/calendar", bookings.booking_calendar, name="booking-calendar"),
+    path("bookings/<uuid:booking_id>", bookings.booking_detail, name="booking-detail"),
+    path("bookings/<uuid:booking_id>/cancel", bookings.booking_cancel, name="booking-cancel"),
     path("usage.csv", usage.usage_csv, name="usage-csv"),
     path("account", account.account, name="account"),
     path("account/email", account.email_change, name="account-email"),
@@ -27,6 +33,9 @@ urlpatterns = [
     path("account/language", account.language_settings, name="account-language"),
     path("account/notifications", account.notification_settings, name="notification-settings"),
     path("account/password", account.PasswordChange.as_view(), name="password-change"),
+    path("account/webhook-secret", webhooks.webhook_secret, name="webhook-secret"),
+    path("webhooks/", webhooks.webhook_list, name="webhooks"),
+    path("webhooks/<uuid:delivery_id>/send-again", webhooks.webhook_send_again, name="webhook-send-again"),
     path("usage/email", account.notification_settings),  # the old address of the email settings
     path("jobs/<uuid:job_id>", pages.job_detail, name="job-detail"),
     path("jobs/<uuid:job_id>/live.json", live.job_live, name="job-live"),

@@ -40,7 +40,7 @@ else
 fi
 
 node=$(sinfo -h -N -n "$NODE_NAME" -o '%t %G' 2>/dev/null | head -n1)
-if [[ $node =~ ^(idle|mix|alloc|comp)\  ]] && pids_of slurmd >/dev/null; then
+if [[ $node =~ ^(idle|mix|alloc|comp)\  ]] && slurm_pids slurmd >/dev/null; then
   report OK slurmd "node $NODE_NAME ${node%% *}, ${node#* }"
 else
   report FAIL slurmd "node $NODE_NAME is '${node:-unknown}' (want idle; $SLURM_LOG/slurmd.log)"
@@ -55,29 +55,33 @@ else
   ssh_ok=0
 fi
 
-# A tiny real job through the whole chain: sbatch over SSH, gres scheduling, slurmd running it as
-# the service user, accounting recording it.
-if [ "$ssh_ok" = 1 ]; then
-  if job=$(ffp_run sbatch --parsable --wrap hostname --time=1 --gres="$FFP_GPU_GRES:1" \
-    -J ffp-check -o "$FFP_WORK/check-%j.out" 2>&1); then
+# job_check COMPONENT SSH-FUNCTION GRES WORKDIR NODE: a tiny real job through the whole chain:
+# sbatch over SSH, gres scheduling, slurmd running it as the service user, accounting recording it.
+job_check() {
+  local component=$1 ssh=$2 gres=$3 work=$4 want=$5 job state out deadline
+  if job=$($ssh "$(printf '%q ' sbatch --parsable --wrap 'echo $SLURMD_NODENAME' --time=1 --gres="$gres:1" \
+    -J ffp-check -o "$work/check-%j.out")" 2>&1); then
     job=${job%%;*}
     state=
     deadline=$((SECONDS + 30))
     while [ "$SECONDS" -lt "$deadline" ]; do
-      state=$(sacct_state "$job")
+      state=$($ssh sacct -n -X -P -j "$job" -o State 2>/dev/null | head -n1 | cut -d' ' -f1)
       [[ $state =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL)$ ]] && break
       sleep 0.5
     done
-    out=$(ffp_ssh cat "$FFP_WORK/check-$job.out" 2>/dev/null)
-    if [ "$state" = COMPLETED ] && [ "$out" = "$NODE_NAME" ]; then
-      report OK sacct "job $job (--gres=$FFP_GPU_GRES:1) COMPLETED on $out, seen by sacct"
-      ffp_ssh rm -f "$FFP_WORK/check-$job.out"
+    out=$($ssh cat "$work/check-$job.out" 2>/dev/null)
+    if [ "$state" = COMPLETED ] && [ "$out" = "$want" ]; then
+      report OK "$component" "job $job (--gres=$gres:1) COMPLETED on $out, seen by sacct"
+      $ssh rm -f "$work/check-$job.out"
     else
-      report FAIL sacct "job $job: sacct state '${state:-none}' after 30s, output '$out'"
+      report FAIL "$component" "job $job: sacct state '${state:-none}' after 30s, output '$out'"
     fi
   else
-    report FAIL sacct "sbatch over ssh failed: $job"
+    report FAIL "$component" "sbatch over ssh failed: $job"
   fi
+}
+if [ "$ssh_ok" = 1 ]; then
+  job_check sacct ffp_ssh "$FFP_GPU_GRES" "$FFP_WORK" "$NODE_NAME"
 else
   report FAIL sacct "skipped: no SSH login"
 fi
@@ -108,6 +112,30 @@ elif [ "$ssh_ok" = 1 ] && ffp_ssh "cd '$FFP_REPO' && '$FFP_PYTHON' -m worker --h
   report OK worker-python "$FFP_SSH_USER runs $FFP_PYTHON -m worker (cwd $FFP_REPO)"
 else
   report FAIL worker-python "$FFP_SSH_USER cannot run '$FFP_PYTHON -m worker --help' in $FFP_REPO (unreadable repo files or broken venv?)"
+fi
+
+# The second cluster (second.sh): its controller and node, then a job through its own sshd.
+if [ "$FFP_SECOND" != 0 ]; then
+  node2=$NODE_NAME-${FFP_SECOND_GPU_GRES#*:}
+  if SLURM_CONF=$FFP_SECOND_SLURM_CONF scontrol ping 2>/dev/null | grep -q 'is UP'; then
+    report OK slurmctld-2 "$FFP_SECOND_CLUSTER: $(SLURM_CONF=$FFP_SECOND_SLURM_CONF scontrol ping 2>/dev/null | head -n1)"
+  else
+    report FAIL slurmctld-2 "$FFP_SECOND_CLUSTER: scontrol ping not UP ($SLURM_LOG/slurmctld-second.log)"
+  fi
+  node=$(SLURM_CONF=$FFP_SECOND_SLURM_CONF sinfo -h -N -n "$node2" -o '%t %G' 2>/dev/null | head -n1)
+  if [[ $node =~ ^(idle|mix|alloc|comp)\  ]] && slurm_pids slurmd "$FFP_SECOND_SLURM_CONF" >/dev/null; then
+    report OK slurmd-2 "node $node2 ${node%% *}, ${node#* }"
+  else
+    report FAIL slurmd-2 "node $node2 is '${node:-unknown}' (want idle; $SLURM_LOG/slurmd-second.log)"
+  fi
+  cluster2=$(ffp_ssh2 'scontrol show config | grep -E "^ClusterName"' 2>&1)
+  if [[ $cluster2 == *"= $FFP_SECOND_CLUSTER" ]]; then
+    report OK sshd-2 "$FFP_SSH_USER@$FFP_SSH_HOST:$FFP_SECOND_SSH_PORT pinned-key login sees $FFP_SECOND_CLUSTER"
+    job_check sacct-2 ffp_ssh2 "$FFP_SECOND_GPU_GRES" "$FFP_SECOND_WORK" "$node2"
+  else
+    report FAIL sshd-2 "login on port $FFP_SECOND_SSH_PORT: '$(tail -n1 <<<"$cluster2")' ($FFP_LOG/sshd-second.log)"
+    report FAIL sacct-2 "skipped: no SSH login"
+  fi
 fi
 
 if [ "$failures" -gt 0 ]; then

@@ -11,7 +11,7 @@ set -euo pipefail
 
 [ "$(id -u)" = 0 ] || die down.sh "must run as root"
 
-if pids_of slurmctld >/dev/null && scontrol ping 2>/dev/null | grep -q 'is UP'; then
+if slurm_pids slurmctld >/dev/null && scontrol ping 2>/dev/null | grep -q 'is UP'; then
   scancel -u "$FFP_SSH_USER" 2>/dev/null || true
   deadline=$((SECONDS + 15))
   while [ -n "$(squeue -h -u "$FFP_SSH_USER" -t PD,R,CG -o %i 2>/dev/null)" ] && [ "$SECONDS" -lt "$deadline" ]; do
@@ -19,6 +19,9 @@ if pids_of slurmctld >/dev/null && scontrol ping 2>/dev/null | grep -q 'is UP'; 
   done
   say jobs "cancelled $FFP_SSH_USER's jobs"
 fi
+
+# The second cluster first: its daemons share names with the first's (second.sh).
+bash "$(dirname "$0")/second.sh" down
 
 # stop NAME PID...: stop and report.
 stop() {

@@ -46,8 +46,26 @@ FFP_CPU_PARTITION=${FFP_CPU_PARTITION:-cpu}
 FFP_GPU_GRES=${FFP_GPU_GRES:-gpu:h200}   # two fake devices: --gres=gpu:h200:1 runs two at a time
 FFP_SAMPLE_FACES=${FFP_SAMPLE_FACES:-$FFP_STORAGE/samples/faces}
 
+# The SECOND local cluster (scripts/cluster/second.sh, started by up.sh): its own slurmctld and
+# slurmd on this host (other ports, state and files, config in its own directory), two fake GPUs of
+# another type, sharing munge and slurmdbd; reached through its own sshd, which sets SLURM_CONF for
+# every login, so the portal sees it as just another cluster profile. FFP_SECOND=0: not started.
+FFP_SECOND=${FFP_SECOND:-1}
+FFP_SECOND_CLUSTER=${FFP_SECOND_CLUSTER:-ffportal2}
+FFP_SECOND_SLURM_CONF=${FFP_SECOND_SLURM_CONF:-/etc/slurm-second/slurm.conf}
+FFP_SECOND_CTLD_PORT=${FFP_SECOND_CTLD_PORT:-6827}
+FFP_SECOND_SLURMD_PORT=${FFP_SECOND_SLURMD_PORT:-6828}
+FFP_SECOND_GPU_GRES=${FFP_SECOND_GPU_GRES:-gpu:a100}
+# Its node's memory comes out of the reserve (>= 1 GiB) up.sh leaves the OS on the first node.
+FFP_SECOND_MEMORY_MB=${FFP_SECOND_MEMORY_MB:-1024}
+FFP_SECOND_SSH_PORT=${FFP_SECOND_SSH_PORT:-2223}
+FFP_SECOND_SSH_KNOWN_HOSTS=${FFP_SECOND_SSH_KNOWN_HOSTS:-$FFP_STATE/ssh/known_hosts-second}
+FFP_SECOND_WORK=${FFP_SECOND_WORK:-/srv/ffportal/work-second}
+
 export FFP_REPO FFP_PYTHON FFP_STATE FFP_STORAGE FFP_WORK \
   FFP_SSH_HOST FFP_SSH_PORT FFP_SSH_USER FFP_SSH_KEY FFP_SSH_KNOWN_HOSTS \
   FFP_REDIS_PORT FFP_REDIS_USER FFP_REDIS_PASSWORD_FILE FFP_REDIS_BASE FFP_REDIS_URL FFP_WEB_USER \
   FFP_SLURM_CLUSTER FFP_SLURM_ACCOUNT FFP_GPU_PARTITION FFP_CPU_PARTITION FFP_GPU_GRES \
-  FFP_SAMPLE_FACES
+  FFP_SAMPLE_FACES FFP_SECOND FFP_SECOND_CLUSTER FFP_SECOND_SLURM_CONF FFP_SECOND_CTLD_PORT \
+  FFP_SECOND_SLURMD_PORT FFP_SECOND_GPU_GRES FFP_SECOND_MEMORY_MB FFP_SECOND_SSH_PORT \
+  FFP_SECOND_SSH_KNOWN_HOSTS FFP_SECOND_WORK

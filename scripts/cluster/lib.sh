@@ -153,3 +153,74 @@ untraversable() {
 elapsed() {
   awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
 }
+
+# The QOS levels the portal submits with (jobs.priority maps templates and groups to them):
+# NAME|PRIORITY|QOS IT PREEMPTS, as `sacctmgr -P show qos format=name,priority,preempt` prints them.
+FFP_QOS_LEVELS=("normal|0|" "high|100|normal" "urgent|1000|high,normal")
+FFP_QOS_NAMES=normal,high,urgent
+
+# slurm_accounting CLUSTER: make slurmdbd know CLUSTER, the account, the service user and root
+# (allowed every QOS of FFP_QOS_LEVELS, default normal), the QOS levels themselves (global to the
+# database) and the service user's AdminLevel. Only what differs is changed, so a warm run is two
+# sacctmgr reads. Run it before that cluster's slurmctld starts: it registers with a cluster the
+# database already knows, and with AccountingStorageEnforce=qos a job needs its QOS granted.
+slurm_accounting() {
+  local cluster=$1 assocs qos_now level u name prio preempt
+  assocs=$(sacctmgr -n -P list assoc format=cluster,account,user,qos,defaultqos) ||
+    die sacctmgr "no answer from slurmdbd"
+  qos_now=$(sacctmgr -n -P show qos format=name,priority,preempt) || die sacctmgr "show qos failed"
+  grep -q "^$cluster|root||" <<<"$assocs" ||
+    sacctmgr -i add cluster "$cluster" >/dev/null || die sacctmgr "add cluster $cluster failed"
+  grep -q "^$cluster|$FFP_SLURM_ACCOUNT||" <<<"$assocs" ||
+    sacctmgr -i add account "$FFP_SLURM_ACCOUNT" cluster="$cluster" \
+      description="FaceFusion Portal" organization=ffportal >/dev/null ||
+    die sacctmgr "add account $FFP_SLURM_ACCOUNT on $cluster failed"
+  for level in "${FFP_QOS_LEVELS[@]}"; do
+    grep -qxF "$level" <<<"$qos_now" && continue
+    IFS='|' read -r name prio preempt <<<"$level"
+    grep -q "^$name|" <<<"$qos_now" || sacctmgr -i add qos "$name" >/dev/null || die sacctmgr "add qos $name failed"
+    sacctmgr -i modify qos where name="$name" set priority="$prio" ${preempt:+preempt="$preempt"} >/dev/null ||
+      die sacctmgr "modify qos $name failed"
+    say qos "$name: priority $prio${preempt:+, preempts $preempt}"
+  done
+  for u in "$FFP_SSH_USER" root; do
+    grep -q "^$cluster|$FFP_SLURM_ACCOUNT|$u|" <<<"$assocs" ||
+      sacctmgr -i add user "$u" account="$FFP_SLURM_ACCOUNT" cluster="$cluster" >/dev/null ||
+      die sacctmgr "add user $u on $cluster failed"
+    # sacctmgr lists a QOS set sorted by name.
+    grep -qxF "$cluster|$FFP_SLURM_ACCOUNT|$u|high,normal,urgent|normal" <<<"$assocs" ||
+      sacctmgr -i modify user where name="$u" cluster="$cluster" account="$FFP_SLURM_ACCOUNT" \
+        set qos="$FFP_QOS_NAMES" defaultqos=normal >/dev/null ||
+      die sacctmgr "granting QOS $FFP_QOS_NAMES to $u on $cluster failed"
+  done
+  # Bookings become Slurm reservations (scontrol create reservation), which Slurm allows only to
+  # root, SlurmUser or a user with AdminLevel Operator or Admin; an account coordinator may not.
+  # Operator is the smaller grant, yet it also lets the service user cancel, hold and update other
+  # users' jobs and add accounts (docs/local-cluster.md, "Reservation rights": what a real site
+  # grants and why).
+  [ "$(sacctmgr -n -P show user "$FFP_SSH_USER" format=adminlevel)" = Operator ] ||
+    sacctmgr -i modify user "$FFP_SSH_USER" set adminlevel=Operator >/dev/null ||
+    die sacctmgr "setting AdminLevel=Operator for $FFP_SSH_USER failed"
+}
+
+# slurm_pids NAME [CONF]: live processes named NAME started with `-f CONF`; without CONF, those
+# started without -f (the first cluster, /etc/slurm). The second cluster's daemons (second.sh) run
+# on this host under the same names, so pids_of alone would mix the two clusters up.
+slurm_pids() {
+  local pid args found=1
+  for pid in $(pids_of "$1"); do
+    args=" $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) " || continue
+    if [ -n "${2:-}" ]; then
+      [[ $args == *" -f $2 "* ]] || continue
+    else
+      [[ $args != *" -f "* ]] || continue
+    fi
+    echo "$pid"
+    found=0
+  done
+  return $found
+}
+
+# ffp_ssh2 / ffp_run2: ffp_ssh / ffp_run against the second cluster's sshd (its own port and pinned key).
+ffp_ssh2() { FFP_SSH_PORT=$FFP_SECOND_SSH_PORT FFP_SSH_KNOWN_HOSTS=$FFP_SECOND_SSH_KNOWN_HOSTS ffp_ssh "$@"; }
+ffp_run2() { ffp_ssh2 "$(printf '%q ' "$@")"; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up a real single-node Slurm cluster reached over real SSH, plus Redis, on this machine:
 #   munge -> MariaDB -> slurmdbd -> accounting (cluster/account/users) -> slurmctld -> slurmd
-#   -> sshd for the service user with a pinned host key -> Redis -> cluster storage and samples.
+#   -> sshd for the service user with a pinned host key -> Redis -> cluster storage and samples
+#   -> the second cluster (scripts/cluster/second.sh).
 # Idempotent: what runs is left running, configs are rewritten (and their daemon restarted) only
 # when their content changed, keys and the accounting database are never recreated. A warm run
 # takes well under 2 s. Any component that is not up within $FFP_TIMEOUT s stops the script with
@@ -139,18 +140,18 @@ done
 slurm_changed=0
 dbd_changed=0
 render "$DEPLOY/slurm/slurm.conf.in" "$SLURM_ETC/slurm.conf" 644 root:root \
-  CLUSTER="$FFP_SLURM_CLUSTER" NODE="$NODE_NAME" CPUS="$cpus" REAL_MEMORY="$real_memory" \
-  DEF_MEM_PER_CPU="$def_mem_per_cpu" && slurm_changed=1
+  CLUSTER="$FFP_SLURM_CLUSTER" HOST="$NODE_NAME" NODE="$NODE_NAME" CTLD_PORT=6817 SLURMD_PORT=6818 \
+  STATE_DIR=/var/lib/slurm SUFFIX= CPUS="$cpus" REAL_MEMORY="$real_memory" \
+  DEF_MEM_PER_CPU="$def_mem_per_cpu" GPU_TYPE="${FFP_GPU_GRES#*:}" && slurm_changed=1
 render "$DEPLOY/slurm/gres.conf.in" "$SLURM_ETC/gres.conf" 644 root:root \
-  NODE="$NODE_NAME" FAKE_GPU_DIR="$fake_gpu_dir" && slurm_changed=1
+  NODE="$NODE_NAME" GPU_TYPE="${FFP_GPU_GRES#*:}" FAKE_GPU_DIR="$fake_gpu_dir" && slurm_changed=1
 render "$DEPLOY/slurm/slurmdbd.conf.in" "$SLURM_ETC/slurmdbd.conf" 600 slurm:slurm \
   NODE="$NODE_NAME" DB_PASSWORD="$db_password" && dbd_changed=1
 [ "$slurm_changed" = 0 ] || say slurm.conf "written (node $NODE_NAME: $cpus CPUs, ${real_memory} MB, gpu:h200:2)"
 
 # --- slurmdbd ---------------------------------------------------------------------------------------
-# list_assocs doubles as the readiness probe: one sacctmgr call (~0.2 s) both proves slurmdbd answers
-# and says which of the cluster/account/users below already exist.
-list_assocs() { assocs=$(sacctmgr -n -P list assoc format=cluster,account,user); }
+# The readiness probe: one sacctmgr call (~0.2 s) proves slurmdbd answers.
+list_assocs() { sacctmgr -n -P list assoc format=cluster,account,user; }
 if pids_of slurmdbd >/dev/null && [ "$dbd_changed" = 1 ]; then
   say slurmdbd "config changed: restarting"
   # shellcheck disable=SC2046 # one word per pid
@@ -166,31 +167,20 @@ else
   say slurmdbd "running"
 fi
 
-# --- accounting: the cluster, the account, the service user and root ------------------------------
+# --- accounting: the cluster, the account, the service user and root, QOS levels, AdminLevel ------
 # Added before slurmctld starts, so it registers with a cluster the database already knows.
-has() { grep -qxF "$1" <<<"$assocs"; }
-has "$FFP_SLURM_CLUSTER|root|" ||
-  sacctmgr -i add cluster "$FFP_SLURM_CLUSTER" >/dev/null || die sacctmgr "add cluster $FFP_SLURM_CLUSTER failed"
-has "$FFP_SLURM_CLUSTER|$FFP_SLURM_ACCOUNT|" ||
-  sacctmgr -i add account "$FFP_SLURM_ACCOUNT" cluster="$FFP_SLURM_CLUSTER" \
-    description="FaceFusion Portal" organization=ffportal >/dev/null ||
-  die sacctmgr "add account $FFP_SLURM_ACCOUNT failed"
-for u in "$FFP_SSH_USER" root; do
-  has "$FFP_SLURM_CLUSTER|$FFP_SLURM_ACCOUNT|$u" ||
-    sacctmgr -i add user "$u" account="$FFP_SLURM_ACCOUNT" cluster="$FFP_SLURM_CLUSTER" >/dev/null ||
-    die sacctmgr "add user $u failed"
-done
+slurm_accounting "$FFP_SLURM_CLUSTER"
 
 # --- slurmctld and slurmd ---------------------------------------------------------------------------
-if [ "$slurm_changed" = 1 ] && { pids_of slurmctld || pids_of slurmd; } >/dev/null; then
+if [ "$slurm_changed" = 1 ] && { slurm_pids slurmctld || slurm_pids slurmd; } >/dev/null; then
   # Node definitions (CPUs, memory, gres) only take effect on a restart of both daemons.
   say slurm "config changed: restarting slurmctld and slurmd"
   # shellcheck disable=SC2046 # one word per pid
-  stop_pid slurmd $(pids_of slurmd)
+  stop_pid slurmd $(slurm_pids slurmd)
   # shellcheck disable=SC2046
-  stop_pid slurmctld $(pids_of slurmctld)
+  stop_pid slurmctld $(slurm_pids slurmctld)
 fi
-if ! pids_of slurmctld >/dev/null; then
+if ! slurm_pids slurmctld >/dev/null; then
   slurmctld </dev/null >>"$FFP_LOG/slurmctld.out" 2>&1 || die slurmctld "did not start" "$SLURM_LOG/slurmctld.log"
   say slurmctld "started"
 else
@@ -198,7 +188,7 @@ else
 fi
 wait_until "$FFP_TIMEOUT" slurmctld "$SLURM_LOG/slurmctld.log" bash -c 'scontrol ping | grep -q "is UP"'
 
-if ! pids_of slurmd >/dev/null; then
+if ! slurm_pids slurmd >/dev/null; then
   slurmd </dev/null >>"$FFP_LOG/slurmd.out" 2>&1 || die slurmd "did not start" "$SLURM_LOG/slurmd.log"
   say slurmd "started"
 else
@@ -207,7 +197,7 @@ fi
 node_state() { sinfo -h -N -n "$NODE_NAME" -o %t 2>/dev/null | head -n1; }
 node_usable() { [[ $(node_state) =~ ^(idle|mix|alloc|comp)$ ]]; }
 # A node left drained/down by an earlier crash stays so across restarts: resume it once.
-if [[ $(node_state) =~ ^(down|drain|drng|fail) ]] && pids_of slurmd >/dev/null; then
+if [[ $(node_state) =~ ^(down|drain|drng|fail) ]] && slurm_pids slurmd >/dev/null; then
   sleep 1
   scontrol update nodename="$NODE_NAME" state=resume 2>/dev/null || true
 fi
@@ -317,5 +307,8 @@ PY
   chmod 644 "$FFP_SAMPLE_FACES"/*
   say samples "$(find "$FFP_SAMPLE_FACES" -maxdepth 1 -type f | wc -l) face images in $FFP_SAMPLE_FACES"
 fi
+
+# --- the second cluster (the portal's "several clusters"): last, it shares munge and slurmdbd ---------
+[ "$FFP_SECOND" = 0 ] || bash "$FFP_REPO/scripts/cluster/second.sh" up
 
 say up "cluster $FFP_SLURM_CLUSTER ready in $(elapsed "$started")s (ssh $FFP_SSH_USER@$FFP_SSH_HOST:$FFP_SSH_PORT, redis :$FFP_REDIS_PORT)"

@@ -52,6 +52,14 @@ exec /opt/venv/bin/python -m worker run --manifest /work/jobs/1234/manifest.json
 """
 
 
+def test_a_requeueable_job_asks_slurm_to_requeue_it_rather_than_end_it():
+    # Preempted by urgent work (PreemptMode=REQUEUE), a task goes back to the queue only if the
+    # job allows it; the worker then skips what the earlier run finished.
+    lines = render_script(spec(requeue=True)).splitlines()
+    assert lines[lines.index("#SBATCH --account=vfx") + 1] == "#SBATCH --requeue"
+    assert "#SBATCH --requeue" not in render_script(spec())
+
+
 def test_it_leaves_out_what_is_not_set_and_wraps_a_container():
     script = render_script(spec(gres="", mem="", qos="", reservation="", account="", env={},
                                 array_limit=None, array_indexes=[0, 1, 2],

@@ -33,6 +33,9 @@ def test_it_covers_every_sample_file():
         "squeue_finished.json", "squeue_empty.json", "timeout_output.txt",
         "squeue_tasks_held.txt", "squeue_tasks_running.txt", "squeue_tasks_ended.txt",  # test_slurm_queue.py
         "squeue_tasks_waiting.txt", "squeue_tasks_none.txt", "squeue_tasks_unknown_job.stderr",
+        "squeue_tasks_preempted.txt",
+        "scontrol_show_res_none.txt", "scontrol_show_res_several.txt", "scontrol_res_error_busy.txt",  # test_reservations.py
+        "sinfo_gpus_vm.json", "sacct_gpu_history_vm.txt", "sacct_gpu_history_running.txt",
     }
     assert {p.name for p in SAMPLES.iterdir()} <= tested
 

@@ -8,7 +8,15 @@ Samples captured on the local cluster with the command `squeue_tasks_argv` build
     squeue_tasks_waiting.txt      `--array=0-4%2` on a busy cluster (3578): the scheduler's description
     squeue_tasks_none.txt         ids none of which is in the queue (999998,999999): exit 0, no line
     squeue_tasks_unknown_job.stderr  ONE id squeue does not know (999999): exit 1 and this line
+    squeue_tasks_preempted.txt    (PreemptType=preempt/qos, PreemptMode=REQUEUE) a normal-QOS array 4791 of
+                                  two 1-GPU tasks, its task 0 preempted by an urgent job; 4795 waiting behind
+
+The StartTime and RestartCnt columns were added by hand to the first four captures (made before
+the watcher asked for them: "N/A" for a task not given a node, 0 restarts); the preempted sample
+was captured whole.
 """
+from datetime import datetime, timezone
+
 import pytest
 
 from cluster import SlurmError, pending_reason
@@ -23,8 +31,8 @@ def rows(tasks):
 
 def test_it_asks_squeue_for_every_task_of_our_jobs_only():
     assert squeue_tasks_argv(["33", "34"]) == [
-        "squeue", "--noheader", "--array", "--states=all", "--jobs=33,34",
-        "--Format=ArrayJobID:|,ArrayTaskID:|,State:|,Reason:|,NodeList:|,tres-alloc:|"]
+        "env", "TZ=UTC", "squeue", "--noheader", "--array", "--states=all", "--jobs=33,34",
+        "--Format=ArrayJobID:|,ArrayTaskID:|,State:|,Reason:|,NodeList:|,tres-alloc:|,StartTime:|,RestartCnt:|"]
 
 
 @pytest.mark.parametrize("bad", [[], ["33;rm -rf /"], ["33,34"], ["-1"], ["33 34"]])
@@ -68,7 +76,7 @@ def test_the_schedulers_description_of_waiting_for_resources_reads_as_resources(
     assert [t.task_index for t in tasks] == [0, 1, 2, 3, 4]
     assert {t.reason for t in tasks} == {"Resources"}  # squeue --json said "Resources" of the same job
     assert pending_reason(tasks[0].reason) == "waiting for a free GPU"
-    other = parse_squeue_tasks("40|0|PENDING|ReqNodeNotAvail, UnavailableNodes:vm||cpu=1|\n")
+    other = parse_squeue_tasks("40|0|PENDING|ReqNodeNotAvail, UnavailableNodes:vm||cpu=1|N/A|0|\n")
     assert pending_reason(other[0].reason) == "waiting: the nodes are reserved or unavailable"
 
 
@@ -85,9 +93,9 @@ def test_squeue_that_did_not_answer_is_an_error_not_an_empty_queue():
 
 
 @pytest.mark.parametrize("line", [
-    "3610|0|RUNNING|None|vm|",  # a column short: another format
-    "JOBID|TASK|STATE|REASON|NODELIST|TRES|",  # a header
-    "3610|0|RUNNING|None|vm|cpu=1|extra|",
+    "3610|0|RUNNING|None|vm|cpu=1|",  # columns short: another format
+    "JOBID|TASK|STATE|REASON|NODELIST|TRES|START_TIME|RESTARTS|",  # a header
+    "3610|0|RUNNING|None|vm|cpu=1|N/A|0|extra|",
 ])
 def test_it_refuses_lines_of_another_shape(line):
     with pytest.raises(SlurmError, match="unexpected shape"):
@@ -95,5 +103,26 @@ def test_it_refuses_lines_of_another_shape(line):
 
 
 def test_a_collapsed_pending_range_is_expanded_should_squeue_print_one():
-    tasks = parse_squeue_tasks("33|[2-4%1]|PENDING|JobArrayTaskLimit||cpu=1|\n")
+    tasks = parse_squeue_tasks("33|[2-4%1]|PENDING|JobArrayTaskLimit||cpu=1|N/A|0|\n")
     assert [(t.task_index, t.pending_array_range) for t in tasks] == [(2, "2-4%1"), (3, "2-4%1"), (4, "2-4%1")]
+
+
+def utc(text):
+    return int(datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp())
+
+
+def test_a_preempted_task_is_pending_again_with_a_restart_and_slurms_start_estimates_are_read():
+    tasks = {(t.job_id, t.task_index): t for t in parse_squeue_tasks(sample("squeue_tasks_preempted.txt"))}
+    preempted, still_running = tasks[("4791", 0)], tasks[("4791", 1)]
+    assert (preempted.state, preempted.reason, preempted.restarts) == ("PENDING", "BeginTime", 1)
+    assert preempted.start_time == utc("2026-12-01T04:32:10")  # held back two minutes after the requeue
+    assert (still_running.state, still_running.restarts, still_running.start_time) == (
+        "RUNNING", 0, utc("2026-12-01T04:30:05"))
+    # The backfill scheduler's estimate for tasks waiting behind them.
+    assert {tasks[("4795", i)].start_time for i in (0, 1)} == {utc("2026-12-01T04:46:00")}
+    assert tasks[("4795", 0)].restarts == 0
+
+
+def test_a_task_without_an_estimate_has_no_start_time():
+    tasks = parse_squeue_tasks(sample("squeue_tasks_held.txt"))
+    assert {t.start_time for t in tasks} == {None} and {t.restarts for t in tasks} == {0}

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from cluster import (
     AuthenticationFailed, ClusterConfig, ClusterUnreachable, HostKeyRejected, PathNotAllowed,
-    RemoteFileError, SbatchSpec, SSHRunner, close_all_runners, find_job_by_name, get_runner,
+    RemoteFileError, SbatchSpec, SSHRunner, find_job_by_name,
     parse_sacct,
     parse_sbatch_parsable, parse_sinfo, parse_squeue, plain_reason, render_script,
     resolve_remote_in_roots, sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv,
@@ -25,17 +25,9 @@ from cluster import (
 )
 from cluster.states import is_terminal
 
-STATE = os.environ.get("FFP_STATE", "/var/lib/ffportal")
-WORK = os.environ.get("FFP_WORK", "/srv/ffportal/work")
-HOST = os.environ.get("FFP_SSH_HOST", "127.0.0.1")
-PORT = int(os.environ.get("FFP_SSH_PORT", "2222"))
-USER = os.environ.get("FFP_SSH_USER", "ffportal")
-KEY = os.environ.get("FFP_SSH_KEY", f"{STATE}/ssh/id_ed25519")
-KNOWN_HOSTS = os.environ.get("FFP_SSH_KNOWN_HOSTS", f"{STATE}/ssh/known_hosts")
-PARTITION = os.environ.get("FFP_GPU_PARTITION", "gpu")
-GRES = os.environ.get("FFP_GPU_GRES", "gpu:h200")
+from .real_cluster import GRES, HOST, PARTITION, PORT, USER, WORK
+
 HOSTILE = "it's \"quoted\" $(touch /tmp/ffp-pwned) ; `id` # 名字 😀 \\ back"
-UP = "bring the local cluster up with `bash scripts/cluster/up.sh` (check: scripts/cluster/check.sh)"
 
 
 def new_key_text() -> str:
@@ -47,33 +39,6 @@ def new_key_text() -> str:
 def new_public_line() -> str:
     return ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    for path in (KEY, KNOWN_HOSTS):
-        if not os.path.isfile(path):
-            pytest.fail(f"the cluster's SSH file {path} is missing: {UP}", pytrace=False)
-    problem = None
-    try:
-        socket.create_connection((HOST, PORT), timeout=3).close()
-    except OSError as e:
-        problem = f"sshd is not listening on {HOST}:{PORT} ({e.strerror or e})"
-    if problem is None:
-        with open(KEY) as key, open(KNOWN_HOSTS) as known:
-            config = ClusterConfig(HOST, PORT, USER, key.read(), known.read())
-        probe = get_runner(config).run(sinfo_argv(), timeout=30)
-        if probe.rc != 0:
-            problem = f"Slurm does not answer over SSH (sinfo: {probe.stderr.strip()})"
-    if problem:
-        pytest.fail(f"{problem}: {UP}", pytrace=False)
-    yield config
-    close_all_runners()
-
-
-@pytest.fixture(scope="module")
-def runner(cfg):
-    return get_runner(cfg)
 
 
 @pytest.fixture(scope="module")

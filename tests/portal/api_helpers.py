@@ -9,8 +9,10 @@ from jobs.models import ApiToken, Job, JobStatus, Target, Task
 #: the exact keys DESIGN.md lists for `GET /api/v1/jobs/<id>`
 DETAIL_KEYS = {"id", "name", "status", "template", "slurm_job_id", "progress", "tasks", "outputs", "error",
                "attempt", "attempts",  # attempt(s): added with Retry (docs/api.md)
-               "tasks_next", "outputs_next"}  # added for big jobs: the rest of the tasks / outputs
-SUMMARY_KEYS = DETAIL_KEYS - {"tasks", "outputs", "attempt", "attempts", "tasks_next", "outputs_next"}
+               "tasks_next", "outputs_next",  # added for big jobs: the rest of the tasks / outputs
+               "expected_start", "expected_finish"}  # added with priorities (issue 13)
+SUMMARY_KEYS = DETAIL_KEYS - {"tasks", "outputs", "attempt", "attempts", "tasks_next", "outputs_next",
+                              "expected_start", "expected_finish"}
 
 
 def token_client(user, **client_kwargs) -> tuple[Client, str]:

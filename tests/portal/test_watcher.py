@@ -27,7 +27,7 @@ def squeue_text(json_text: str, job_ids: list[str]) -> str:
     line per task of those jobs only (the text squeue honours --jobs). The text format itself is
     read from real output in tests/cluster/test_slurm_queue.py."""
     return "".join(f"{t.job_id}|{'N/A' if t.task_index is None else t.task_index}|{t.state}|{t.reason}|{t.node}|"
-                   f"cpu=1{f',gres/gpu={t.gpus}' if t.gpus else ''}|\n"
+                   f"cpu=1{f',gres/gpu={t.gpus}' if t.gpus else ''}|N/A|0|\n"
                    for t in parse_squeue(json_text, job_ids=job_ids))
 
 
@@ -56,7 +56,7 @@ class FakeRunner:
         for argv in argvs:
             if argv[0] == "sh":
                 out.append(self._accounting(argv))
-            elif argv[0] == "squeue":
+            elif "squeue" in argv[:3]:  # env TZ=UTC squeue ...
                 out.append(self._queue(argv))
             else:
                 text = self.log_tail if argv[0] == "tail" else self.answers[argv[0]]
@@ -151,7 +151,7 @@ def test_it_polls_every_active_job_in_one_round_trip(fake, owner, template):
     watcher.poll_profile(template.cluster)
     assert len(runner.batches) == 1
     squeue, accounting, find = runner.batches[0]
-    assert squeue[0] == "squeue" and accounting[0] == "sh" and find[0] == "find"
+    assert squeue[:3] == ["env", "TZ=UTC", "squeue"] and accounting[0] == "sh" and find[0] == "find"
     assert runner.accounted == ["101,102,103"]
 
 
@@ -172,9 +172,9 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template, la
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING and job.tasks.get(index=2).state == "RUNNING"  # its log is read next
-    assert [argv[0] for argv in runner.batches[-1]] == ["squeue", "sh", "find"]
+    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "find"]
     watcher.poll_profile(template.cluster)
-    assert [argv[0] for argv in runner.batches[-1]] == ["squeue", "sh", "find", "tail"]
+    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "find", "tail"]
     assert runner.batches[-1][-1][-1] == job.folder.log("33", 2)
     job.refresh_from_db()
     assert job.status == JobStatus.PARTIALLY_FAILED

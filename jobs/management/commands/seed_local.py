@@ -34,16 +34,21 @@ class Command(BaseCommand):
         if not key_path.exists() or not kh_path.exists():
             raise CommandError(f"{key_path} or {kh_path} is missing: run scripts/cluster/up.sh first")
         storage = env("FFP_STORAGE", "/srv/ffportal/storage")
-        profile, _ = ClusterProfile.objects.update_or_create(
-            slug="local",
-            defaults=dict(
-                name="Local cluster", host=env("FFP_SSH_HOST", "127.0.0.1"), port=int(env("FFP_SSH_PORT", "2222")),
-                username=env("FFP_SSH_USER", "ffportal"), private_key=key_path.read_text(),
-                known_hosts=kh_path.read_text().strip(), work_root=env("FFP_WORK", "/srv/ffportal/work"),
-                target_roots=[storage], path_mapping=[[storage, storage]], worker_python=env("FFP_PYTHON", str(repo / ".venv" / "bin" / "python")),
-                worker_path=str(repo), is_active=True,
-            ),
-        )
+
+        def seed_profile(slug, name, port, known_hosts: Path, work_root):
+            return ClusterProfile.objects.update_or_create(
+                slug=slug,
+                defaults=dict(
+                    name=name, host=env("FFP_SSH_HOST", "127.0.0.1"), port=int(port),
+                    username=env("FFP_SSH_USER", "ffportal"), private_key=key_path.read_text(),
+                    known_hosts=known_hosts.read_text().strip(), work_root=work_root,
+                    target_roots=[storage], path_mapping=[[storage, storage]], worker_python=env("FFP_PYTHON", str(repo / ".venv" / "bin" / "python")),
+                    worker_path=str(repo), is_active=True,
+                ),
+            )[0]
+
+        profile = seed_profile("local", "Local cluster", env("FFP_SSH_PORT", "2222"), kh_path,
+                               env("FFP_WORK", "/srv/ffportal/work"))
         gres = env("FFP_GPU_GRES", "gpu:h200")
         gpu_type = gres.split(":")[1] if gres.count(":") >= 1 else ""
         Template.objects.update_or_create(slug="gpu-batch", defaults=dict(
@@ -56,6 +61,18 @@ class Command(BaseCommand):
             gpu_count=0, cpus_per_task=1, mem="2G", time_limit="00:30:00", chunk_size=5, engine="classic",
             face_selector="many", order=2, is_active=True,
             description="No GPU: the classic engine on CPUs. Good for a handful of photos."))
+        # The second local cluster (scripts/cluster/second.sh), once it has been started: another
+        # profile, reached through its own sshd, and a template for the GPU type only it has.
+        kh_second = Path(env("FFP_SECOND_SSH_KNOWN_HOSTS", str(state / "ssh" / "known_hosts-second")))
+        if env("FFP_SECOND", "1") != "0" and kh_second.exists():
+            second = seed_profile("second", "Second cluster", env("FFP_SECOND_SSH_PORT", "2223"), kh_second,
+                                  env("FFP_SECOND_WORK", "/srv/ffportal/work-second"))
+            gres = env("FFP_SECOND_GPU_GRES", "gpu:a100")
+            Template.objects.update_or_create(slug="gpu-second", defaults=dict(
+                name="GPU batch, second cluster", cluster=second, partition=env("FFP_GPU_PARTITION", "gpu"),
+                gpu_type=gres.split(":")[1] if gres.count(":") >= 1 else "", gpu_count=1, cpus_per_task=1,
+                mem="1G", time_limit="00:20:00", chunk_size=2, engine="auto", face_selector="many", order=3,
+                is_active=True, description="One GPU per task on the second cluster (its node has 1 GB of memory)."))
 
         user, created = User.objects.get_or_create(username=opts["demo_user"])
         password = opts["demo_password"]

@@ -10,8 +10,9 @@ import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
-from jobs import upload_store
+from jobs import bookings, upload_store, webhooks
 from jobs.checks import refuse_insecure_start
 from jobs.models import ClusterProfile
 from jobs.recovery import requeue_orphans
@@ -42,10 +43,12 @@ class Command(BaseCommand):
         next_try: dict[int, float] = {}
         cycle = 0
         while not stop["now"]:
-            # Every 10th cycle: submissions Redis lost are enqueued again (jobs/recovery.py), unused uploads expire.
+            # Every 10th cycle: submissions and webhook calls Redis lost are enqueued again (jobs/recovery.py,
+            # jobs.webhooks), unused uploads expire.
             if cycle % 10 == 0:
                 requeue_orphans()
                 upload_store.expire()  # files sent ahead that no Start used in time
+                _lost_webhooks()
             cycle += 1
             qs = ClusterProfile.objects.filter(is_active=True)
             if opts["profile"]:
@@ -63,6 +66,24 @@ class Command(BaseCommand):
                     backoff.pop(profile.pk, None)
                     if result.changed:
                         log.info("cluster %s: %d active job(s), %d changed", profile.slug, result.jobs, len(result.changed))
+            _booking_beat()
             if opts["once"]:
                 break
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+def _booking_beat() -> None:
+    """Bookings whose time moved on (jobs.bookings.beat): one query when nothing is due. A failure
+    is logged and never stops the loop that follows the jobs."""
+    try:
+        bookings.tick(timezone.now())
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.exception("bookings: beat failed")
+
+
+def _lost_webhooks() -> None:
+    """Webhook attempts whose RQ job was lost (Redis restarted) are queued again; a failure is logged."""
+    try:
+        webhooks.send_due()
+    except Exception:  # noqa: BLE001 - the loop that follows the jobs never stops for this
+        log.exception("webhooks: re-queueing due attempts failed")

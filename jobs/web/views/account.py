@@ -29,7 +29,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.i18n import set_language as django_set_language
 
 from jobs import audit, tasks
-from jobs.models import NotificationPreference
+from jobs.models import NotificationPreference, WebhookSecret
 from jobs.models.preferences import LanguagePreference
 from jobs.usage import notifications
 from jobs.web import language as portal_language
@@ -38,7 +38,7 @@ from jobs.web import language as portal_language
 class NotificationPreferenceForm(forms.ModelForm):
     class Meta:
         model = NotificationPreference
-        fields = ["job_emails", "quota_emails"]
+        fields = ["job_emails", "quota_emails", "booking_emails"]
 
 
 class EmailChangeForm(forms.Form):
@@ -82,6 +82,8 @@ def _account_page(request: HttpRequest, status: int = 200, **forms_and_context) 
         "language_form": LanguageForm(initial={"language": LanguagePreference.language_of(request.user)}),
         "notification_form": NotificationPreferenceForm(instance=NotificationPreference.for_user(request.user)),
         "link_hours": notifications.EMAIL_CHANGE_MAX_AGE // 3600,
+        # when the webhook signing secret was made or changed (never the secret itself: shown once)
+        "webhook_secret": WebhookSecret.objects.filter(user=request.user).values("created_at", "rotated_at").first(),
         **forms_and_context,
     }
     return render(request, "jobs/account.html", context, status=status)

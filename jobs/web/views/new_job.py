@@ -18,7 +18,8 @@ from django.views.decorators.http import require_http_methods
 
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
-from jobs import upload_store
+from jobs import bookings, upload_store
+from jobs.booking_use import job_outlasts_booking
 from jobs.errors import StartError
 from jobs.models import Job, Upload, UploadKind
 from jobs.quotas import quota_status
@@ -44,13 +45,16 @@ def job_new(request: HttpRequest) -> HttpResponse:
                                 consent=data["consent"], name=data["name"], request=request,
                                 source_uploads=data["source_uploads"], target_uploads=data["target_uploads"],
                                 face_selector=data["face_selector"] or None, reference=data["reference"],
-                                reference_uploads=data["reference_uploads"])
+                                reference_uploads=data["reference_uploads"],
+                                booking=request.POST.get("booking", "").strip() or None)
             except StartError as exc:
                 sent = _kept(request, data)  # before add_error, which takes fields out of cleaned_data
                 for field, message in exc.problems:
                     form.add_error(field if field in form.fields else None, message)
             else:
                 messages.success(request, _("Job started. This page follows its progress."), extra_tags="job-started")
+                if warning := job_outlasts_booking(job):
+                    messages.warning(request, warning)
                 return redirect("job-detail", job_id=job.id)
     else:
         form = NewJobForm(user=request.user, initial={"target_folder": request.GET.get("target_folder", "")})
@@ -63,6 +67,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
             sent = _fill_from(form, again, request.user)
     context = {
         "form": form, "quota": quota_status(request.user),
+        # the user's GPU bookings a job may run in ("Run inside my GPU booking"); Start checks the cluster
+        "bookings": list(bookings.usable_bookings(request.user)),
+        "booking_chosen": request.POST.get("booking", "") if request.method == "POST" else request.GET.get("booking", ""),
         # what the upload widget starts from: files already sent, with what their check found
         "sent": {key: [describe(u) for u in uploads] for key, uploads in sent.items()},
         "upload_limits": {"max_bytes": settings.UPLOAD_MAX_BYTES, "image_ext": " ".join(IMAGE_EXTENSIONS),

@@ -112,6 +112,11 @@ export class JobPage {
       err.textContent = job.error || "";
       err.className = "notice " + (this.data.isFailed(job.status) ? "notice-bad" : "notice-info");
     }
+    const when = document.getElementById("job-when");  // "expected to start around …" (jobs/expected.py)
+    if (when) {
+      when.hidden = !job.when;
+      when.textContent = job.when || "";
+    }
     this.fact("fact-started", job.started_at);
     this.fact("fact-finished", job.finished_at);
     const slurm = document.getElementById("fact-slurm");

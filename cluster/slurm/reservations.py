@@ -1,0 +1,294 @@
+"""Slurm reservations and the GPU inventory behind GPU bookings (docs/slurm-bookings.md).
+
+Slurm 22.05 cannot put GPUs in a reservation: `TRES=gres/gpu=1` answers "TRES type 'gres/gpu' not
+supported with reservations". A booking of N GPUs therefore reserves the CORES that go with them on
+a node that has that GPU type (CoreCnt = N x the node's cores per GPU). The reservation keeps those
+cores, and the booked time, for the portal's Slurm user; a job submitted with `--reservation`
+then runs in it and gets its GPUs from the node. The reservation does NOT stop a job outside it
+from taking the node's GPUs with the cores left free (seen on the real cluster), so that no GPU type
+is booked beyond its inventory remains the portal's rule.
+
+Every command runs under `env TZ=UTC`: scontrol reads and prints times in the caller's zone, and
+the portal's times are UTC. Pure functions: builders return argv lists, parsers take the text the
+command printed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+
+from ..errors import SlurmError
+from .commands import sinfo_argv
+from .output import _GRES_GPU, _UNUSABLE_NODE_FLAGS, _UNUSABLE_NODE_STATES, parse_sinfo
+
+_RESERVATION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+# A node name or a Slurm host list of one bracket group: "vm", "gpu07", "gpu[01-04,07]".
+_NODE_NAME = re.compile(r"[A-Za-z0-9_.-]+(?:\[[0-9,-]+\][A-Za-z0-9_.-]*)?")
+_PARTITION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
+_UTC = ["env", "TZ=UTC"]
+
+
+# ---- records ------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SlurmReservation:
+    """One reservation as `scontrol show reservation --oneliner` printed it (under TZ=UTC)."""
+
+    name: str
+    start: datetime  # aware, UTC
+    end: datetime  # aware, UTC
+    nodes: list[str]
+    core_count: int
+    users: list[str]
+    state: str  # "ACTIVE" (its window has begun) or "INACTIVE"
+    flags: list[str] = dataclasses.field(default_factory=list)  # ["IGNORE_JOBS", "SPEC_NODES"]
+    partition: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeGpus:
+    """The GPUs of one type on one node, as sinfo said."""
+
+    node: str
+    gpus: int  # of this type
+    cpus: int
+    partitions: list[str]
+    usable: bool  # False while the node is down, drained or draining
+    cores_per_gpu: int = 1  # the node's CPUs over ALL its GPUs, at least 1: what one booked GPU reserves
+
+
+# ---- checked values -----------------------------------------------------------------------------
+
+def _checked(pattern: re.Pattern, what: str, value: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(f"not a Slurm {what}: {value!r}")
+    return value
+
+
+def _names(pattern: re.Pattern, what: str, values: Sequence[str]) -> str:
+    if isinstance(values, str) or not values:
+        raise ValueError(f"give a non-empty list of {what}s, not {values!r}")
+    return ",".join(_checked(pattern, what, v) for v in values)
+
+
+def _positive(what: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def slurm_time(when: datetime | str) -> str:
+    """"now", or an aware datetime as Slurm's "YYYY-MM-DDTHH:MM:SS" in UTC (pair it with TZ=UTC).
+
+    A naive datetime is refused: its zone would be a guess, and a booking an hour off is wrong.
+    """
+    if when == "now":
+        return "now"
+    if not isinstance(when, datetime) or when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError(f"a reservation time must be 'now' or an aware datetime, not {when!r}")
+    return when.astimezone(timezone.utc).strftime(_SLURM_TIME)
+
+
+def parse_slurm_time(text: str) -> datetime | None:
+    """An aware UTC datetime from a time Slurm printed under TZ=UTC; None for "Unknown", "None", ""."""
+    text = (text or "").strip()
+    if text in ("", "Unknown", "None", "(null)", "N/A"):
+        return None
+    try:
+        return datetime.strptime(text, _SLURM_TIME).replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise SlurmError(f"not a Slurm time: {text[:40]!r}") from None
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+def reservation_create_argv(name: str, start: datetime | str, minutes: int, users: Sequence[str],
+                            nodes: Sequence[str], core_count: int | Sequence[int], partition: str = "",
+                            *, ignore_jobs: bool = False) -> list[str]:
+    """`scontrol create reservation` holding `core_count` cores of `nodes` for `users`.
+
+    `core_count` is one number (Slurm spreads it over the nodes) or one per node. Without
+    `ignore_jobs`, Slurm refuses ("Requested nodes are busy") when running jobs' time limits
+    overlap the cores it would need: the honest answer for a booking that starts now. With it, the
+    reservation is made anyway and its jobs wait for those cores.
+    """
+    counts = [core_count] if isinstance(core_count, int) else list(core_count)
+    if not counts or (len(counts) > 1 and len(counts) != len(nodes)):
+        raise ValueError(f"give one core count, or one per node: {core_count!r}")
+    argv = [*_UTC, "scontrol", "create", "reservation",
+            "reservationname=" + _checked(_RESERVATION_NAME, "reservation name", name),
+            "starttime=" + slurm_time(start),
+            f"duration={_positive('the duration in minutes', minutes)}",
+            "users=" + _names(_USER_NAME, "user name", users),
+            "nodes=" + _names(_NODE_NAME, "node name", nodes),
+            "corecnt=" + ",".join(str(_positive("the core count", c)) for c in counts)]
+    if partition:
+        argv.append("partitionname=" + _checked(_PARTITION_NAME, "partition name", partition))
+    if ignore_jobs:
+        argv.append("flags=ignore_jobs")
+    return argv
+
+
+def reservation_update_argv(name: str, *, start: datetime | str | None = None,
+                            minutes: int | None = None) -> list[str]:
+    """`scontrol update reservation`: a new start and/or length (a booking moved or extended)."""
+    argv = [*_UTC, "scontrol", "update", "reservationname=" + _checked(_RESERVATION_NAME, "reservation name", name)]
+    if start is not None:
+        argv.append("starttime=" + slurm_time(start))
+    if minutes is not None:
+        argv.append(f"duration={_positive('the duration in minutes', minutes)}")
+    if len(argv) == 5:
+        raise ValueError("reservation_update_argv needs a start or a duration to change")
+    return argv
+
+
+def reservation_delete_argv(name: str) -> list[str]:
+    """`scontrol delete reservation`. Refused ("in_use") while jobs wait or run in it: cancel those first."""
+    return ["scontrol", "delete", "reservationname=" + _checked(_RESERVATION_NAME, "reservation name", name)]
+
+
+def reservations_show_argv(name: str | None = None) -> list[str]:
+    """Every reservation (or one), one line each. 22.05's scontrol has no --json. An unknown name
+    exits 1 printing "Reservation NAME not found" on stdout: parse it, do not `check=True`."""
+    argv = [*_UTC, "scontrol", "show", "reservation"]
+    if name is not None:
+        argv.append(_checked(_RESERVATION_NAME, "reservation name", name))
+    return argv + ["--oneliner"]
+
+
+def gpu_inventory_argv() -> list[str]:
+    """The nodes with their gres, CPUs, partitions and state: `sinfo --json` (one record per node)."""
+    return sinfo_argv()
+
+
+# ---- parsers ------------------------------------------------------------------------------------
+
+_FIELD = re.compile(r"(\w+)=(\S*)")
+_NONE = ("", "(null)", "N/A")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Node names of a Slurm host list: "vm" -> ["vm"], "gpu[01-03,07],cpu1" -> gpu01..gpu03, gpu07, cpu1.
+
+    Handles one bracket group per name (what scontrol prints for numbered nodes); anything else is
+    kept as written rather than guessed at.
+    """
+    names: list[str] = []
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,]*)?", text or ""):
+        match = re.fullmatch(r"([^\[]*)\[([0-9,-]+)\](.*)", item)
+        if not match:
+            names.append(item)
+            continue
+        prefix, ranges, suffix = match.groups()
+        for part in ranges.split(","):
+            first, _, last = part.partition("-")
+            if not first.isdigit() or (last and not last.isdigit()):
+                names.append(item)
+                break
+            width = len(first)
+            names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(int(first), int(last or first) + 1)]
+    return names
+
+
+def parse_reservations(stdout: str) -> list[SlurmReservation]:
+    """Reservations from `reservations_show_argv` output (run under TZ=UTC), in the order printed.
+
+    "No reservations in the system" and "Reservation X not found" are empty answers, not errors.
+    """
+    reservations = []
+    for line in (stdout or "").splitlines():
+        fields = dict(_FIELD.findall(line))  # later NodeName=/CoreIDs= pairs per node are not needed
+        if "ReservationName" not in fields:
+            continue
+        start, end = parse_slurm_time(fields.get("StartTime", "")), parse_slurm_time(fields.get("EndTime", ""))
+        if start is None or end is None:
+            raise SlurmError(f"reservation {fields['ReservationName']!r} has no start or end: {line[:200]!r}")
+        nodes, users = fields.get("Nodes", ""), fields.get("Users", "")
+        partition, flags = fields.get("PartitionName", ""), fields.get("Flags", "")
+        reservations.append(SlurmReservation(
+            name=fields["ReservationName"], start=start, end=end,
+            nodes=[] if nodes in _NONE else expand_hostlist(nodes),
+            core_count=int(fields["CoreCnt"]) if fields.get("CoreCnt", "").isdigit() else 0,
+            users=[] if users in _NONE else users.split(","),
+            state=fields.get("State", "").upper(),
+            flags=[] if flags in _NONE else flags.split(","),
+            partition="" if partition in _NONE else partition))
+    return reservations
+
+
+#: refusal codes of `reservation_refusal`, most specific first; the portal words each for its users
+_REFUSALS = [
+    ("unavailable", re.compile(r"Unable to contact slurm controller|Socket timed out|Connection refused|"
+                               r"Zero Bytes were transmitted|temporarily unavailable", re.IGNORECASE)),
+    ("busy", re.compile(r"Requested nodes are busy|Nodes required for job are busy", re.IGNORECASE)),
+    ("overlap", re.compile(r"overlap", re.IGNORECASE)),
+    ("exists", re.compile(r"Duplicate reservation name", re.IGNORECASE)),
+    ("in_use", re.compile(r"Requested reservation is in use", re.IGNORECASE)),
+    ("not_found", re.compile(r"Requested reservation is invalid|Reservation \S+ not found", re.IGNORECASE)),
+    # The caller lacks AdminLevel=Operator ("Access/permission denied"), or is unknown to Slurm's
+    # accounting (22.05 says "Invalid user id" then, as for an unknown name in users=).
+    ("not_allowed", re.compile(r"Access/permission denied|Invalid user id|not authorized", re.IGNORECASE)),
+    ("invalid", re.compile(r"Invalid|not valid|error: .*unknown", re.IGNORECASE)),
+]
+REFUSAL_CODES = tuple(code for code, _ in _REFUSALS) + ("unknown",)
+
+
+def reservation_refusal(stderr: str) -> str:
+    """Why scontrol refused a reservation command, as a code of REFUSAL_CODES (never prose):
+
+    busy         the nodes' cores are taken for that window (other reservations, running jobs)
+    overlap      the window collides with another reservation of the same nodes
+    exists       a reservation of that name exists
+    in_use       delete refused: jobs are waiting or running in it (cancel them first, then delete)
+    not_found    no such reservation (update/delete/show of a deleted one, or one past its end:
+                 Slurm removes a reservation when it ends)
+    not_allowed  the portal's Slurm user may not manage reservations (docs/slurm-bookings.md)
+    invalid      a time, node, partition or count Slurm does not accept
+    unavailable  the controller did not answer: try again later
+    unknown      anything else
+    """
+    for code, pattern in _REFUSALS:
+        if pattern.search(stderr or ""):
+            return code
+    return "unknown"
+
+
+def _node_usable(state: str, flags: list[str]) -> bool:
+    return state not in _UNUSABLE_NODE_STATES and not (_UNUSABLE_NODE_FLAGS & set(flags))
+
+
+def _gpus_by_type(gres: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for match in _GRES_GPU.finditer(gres):
+        gpu_type = match.group(1) or ""  # an untyped "gpu:2" counts under ""
+        counts[gpu_type] = counts.get(gpu_type, 0) + int(match.group(2))
+    return counts
+
+
+def parse_gpu_inventory(stdout: str) -> dict[str, list[NodeGpus]]:
+    """{gres type: [NodeGpus]} from `gpu_inventory_argv` output; nodes without GPUs are left out.
+
+    Gres texts: "gpu:h200:2", "gpu:h200:2(S:0-1)", "gpu:a100:4,gpu:v100:2", untyped "gpu:2" (type "").
+    A node that is down or drained is listed with usable=False: its GPUs exist but cannot be booked.
+    """
+    inventory: dict[str, list[NodeGpus]] = {}
+    for node in parse_sinfo(stdout):
+        by_type = _gpus_by_type(node.gres)
+        total = sum(by_type.values())
+        for gpu_type, gpus in by_type.items():
+            if gpus <= 0:
+                continue
+            inventory.setdefault(gpu_type, []).append(NodeGpus(
+                node=node.name, gpus=gpus, cpus=node.cpus, partitions=list(node.partitions),
+                usable=_node_usable(node.state, node.state_flags),
+                cores_per_gpu=max(1, node.cpus // total) if node.cpus else 1))
+    return inventory
+
+
+def window_minutes(start: datetime, end: datetime) -> int:
+    """A reservation's length in whole minutes (rounded up: never shorter than the booking)."""
+    return max(1, -(-int((end - start) / timedelta(seconds=1)) // 60))
