@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: system venv test test-worker bench up clean screenshots
+.PHONY: system venv test test-postgres test-worker bench up clean screenshots prod-shape
 
 system:
 	bash scripts/install-system.sh
@@ -14,6 +14,11 @@ venv:
 test: system venv
 	bash scripts/test.sh $(PYTEST_ARGS)
 
+# The whole portal suite on PostgreSQL (make test runs the database-sensitive part of it there).
+test-postgres: system venv
+	bash scripts/postgres.sh
+	. scripts/cluster/env.sh && DATABASE_URL=$$(<"$$FFP_STATE/secrets/postgres-url") bash scripts/test.sh tests/portal
+
 test-worker: venv
 	$(PY) -m pytest tests/worker $(PYTEST_ARGS)
 
@@ -22,13 +27,20 @@ test-worker: venv
 screenshots: system venv
 	FFP_SCREENSHOTS=$(CURDIR)/docs/screenshots bash scripts/test.sh tests/e2e/test_screenshots.py \
 	  tests/e2e/test_browser_access.py tests/e2e/test_browser_recovery.py tests/e2e/test_videos_live.py \
-	  tests/e2e/test_browser_uploads.py tests/e2e/test_browser_chinese.py tests/portal/test_browser_gallery.py
+	  tests/e2e/test_browser_uploads.py tests/e2e/test_browser_chinese.py tests/portal/test_browser_gallery.py \
+	  tests/e2e/test_browser_bookings.py
 
 bench: venv
 	$(PY) bench/worker_throughput.py
 
 up: system venv
 	bash scripts/up.sh
+
+# The production shape on this machine (docs/deploy.md): nginx with TLS on :8443, two ASGI processes,
+# two RQ workers and the watcher as the systemd units run them, on PostgreSQL. `bash scripts/prod-shape.sh down` stops it.
+prod-shape: system venv
+	bash scripts/cluster/up.sh
+	bash scripts/prod-shape.sh up
 
 clean:
 	rm -rf .venv .pytest_cache

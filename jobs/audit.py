@@ -7,6 +7,7 @@ Actions are short dotted codes, `<thing>.<verb>`; the ones the portal writes tod
 
     auth.login  auth.logout  auth.login_failed          (jobs.signals, from Django's auth signals)
     job.start  job.cancel  job.retry  job.download      (start, lifecycle, retry, web/views/files.py, api/views.py)
+    job.files_deleted  job.cluster_files_deleted        (jobs.retention: counts and bytes, never file names)
     template.add/change/delete  quota.add/change/delete  profile.add/change/delete  (admin.AuditedAdmin)
 
 A new action needs no schema change: add the code where it happens, and a line above.
@@ -26,6 +27,7 @@ from typing import Any
 from django.db import transaction
 
 from jobs.models import AuditEntry
+from portal.logs import current as log_ids
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,9 @@ def record(actor, action: str, target: Any = None, details: dict | None = None, 
     target: a model instance (its type, pk and str are kept), or None.
     details: JSON-able facts of the action (changed field names, file name ...). Never secrets.
     request: where the client's IP address is read from, when there is one.
+
+    The request's id (X-Request-ID) and an RQ job's id join `details` as "request_id" and
+    "rq_job_id" when the action happens inside one (portal.logs): the entry's log lines carry them too.
     """
     try:
         user = actor if getattr(actor, "is_authenticated", False) else None
@@ -50,12 +55,20 @@ def record(actor, action: str, target: Any = None, details: dict | None = None, 
         with transaction.atomic():
             return AuditEntry.objects.create(
                 actor=user, actor_name=name[:150], action=action[:64], target_type=target_type,
-                target_id=target_id, target_repr=target_repr, details=details or {},
+                target_id=target_id, target_repr=target_repr, details=with_log_ids(details, request),
                 ip=client_ip(request),
             )
     except Exception:  # noqa: BLE001 - auditing must never fail the action it records
         log.exception("audit: could not record %s by %s", action, getattr(actor, "pk", None))
         return None
+
+
+def with_log_ids(details: dict | None, request=None) -> dict:
+    """`details` plus the ids that tie the entry to its log lines; the caller's own keys win."""
+    ids = {k: v for k, v in log_ids().items() if k in ("request_id", "rq_job_id")}
+    if "request_id" not in ids and getattr(request, "request_id", None):
+        ids["request_id"] = request.request_id
+    return {**ids, **(details or {})}
 
 
 def target_fields(target: Any) -> tuple[str, str, str]:

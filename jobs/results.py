@@ -248,6 +248,8 @@ def serve_file(path: Path | None, name: str, download: bool = False,
     content_type = None
     if name.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS):
         content_type = mimetypes.guess_type(name)[0]
+    if settings.SENDFILE_BACKEND and request is not None:
+        return handed_to_web_server(request, path, name, download or content_type is None, content_type)
     f = open(path, "rb")
     size = os.fstat(f.fileno()).st_size
     wanted = byte_range(request.headers.get("Range", "") if request is not None else "", size)
@@ -265,6 +267,25 @@ def serve_file(path: Path | None, name: str, download: bool = False,
         response["Content-Range"] = f"bytes {start}-{start + length - 1}/{size}"
         response["Content-Length"] = str(length)
     response["Accept-Ranges"] = "bytes"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+def handed_to_web_server(request: HttpRequest, path: Path, name: str, attachment: bool,
+                         content_type: str | None) -> HttpResponse:
+    """The answer that lets the web server in front send `path` (settings.SENDFILE_BACKEND; nginx:
+    an empty response with X-Accel-Redirect, and nginx serves ranges itself). The headers are the
+    ones `serve_file` sends, so a browser sees no difference; nginx repeats the sandbox CSP for
+    the file (deploy/nginx/), as it keeps only some of the portal's headers."""
+    from django_sendfile import sendfile
+
+    response = sendfile(request, path, mimetype=content_type or "application/octet-stream")
+    # The library announces the file's size, but this answer's own body is empty: an ASGI server
+    # refuses to send less than the Content-Length it announced (nginx sets the file's length).
+    if response.get("X-Accel-Redirect"):
+        del response["Content-Length"]
+    response["Content-Disposition"] = content_disposition_header(as_attachment=attachment, filename=name)
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     response["Cache-Control"] = "private, max-age=3600"
     return response

@@ -34,17 +34,33 @@ from rq import SimpleWorker
 from rq.timeouts import JobTimeoutException
 
 from jobs.tasks import QUEUE_NAME
+from portal.logs import log_context
 
 log = logging.getLogger(__name__)
 
 #: the queues this worker serves (jobs.tasks enqueues every job on its one queue)
 QUEUES = (QUEUE_NAME,)
+#: RQ functions whose first argument is a portal job's id (jobs.tasks): their lines name that job too
+JOB_ID_FIRST = frozenset({"jobs.submit.submit_job", "jobs.submit.cancel_on_cluster",
+                          "jobs.watcher.outputs.fetch_outputs", "jobs.usage.notifications.notify_job_finished",
+                          "jobs.webhooks.events.job_finished_by_id"})
 
 
 def command(*extra: str) -> list[str]:
     """The command line that starts the portal's RQ worker, from the repository's root: scripts/up.sh
     runs the same management command (jobs/management/commands/portal_rqworker.py)."""
     return [sys.executable, "manage.py", "portal_rqworker", *extra]
+
+
+def log_ids(job) -> dict:
+    """The log ids of an RQ job: its own id, and the portal job's it works on when that is known."""
+    ids = {"rq_job_id": job.id}
+    try:
+        if job.func_name in JOB_ID_FIRST and job.args:
+            ids["job_id"] = str(job.args[0])
+    except Exception:  # noqa: BLE001 - unreadable arguments are RQ's to report when it runs the job
+        pass
+    return ids
 
 
 class PortalWorker(SimpleWorker):
@@ -54,7 +70,8 @@ class PortalWorker(SimpleWorker):
     def execute_job(self, job, queue):
         close_old_connections()
         try:
-            super().execute_job(job, queue)
+            with log_context(**log_ids(job)):  # every line the job logs names it (portal.logs)
+                super().execute_job(job, queue)
         finally:
             close_old_connections()
 

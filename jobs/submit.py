@@ -27,9 +27,11 @@ from cluster import (
 from worker.layout import LOG_NAME_PATTERN
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
+from worker.modelset import ModelPin
 
 from jobs import attempts, lifecycle
 from jobs.live.protocol import publish_job
+from jobs.ops import metrics as ops_metrics
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
 from jobs.errors import StartError, SubmitRejected
 from jobs.words import in_language_of
@@ -37,6 +39,7 @@ from jobs.quotas import check_folder_targets
 from jobs.start import is_media_name, unique_name
 from jobs.retry import REPLACEMENTS_DIR
 from jobs.uploads import safe_name
+from portal.logs import bind, log_context
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ def submit_job(job_id: str) -> str | None:
     """Submit one job; returns the Slurm job id (None when there is nothing to do). What it says
     about the job (why it waits, why it was refused) is in the job's language."""
     job = Job.objects.select_related("cluster").get(pk=job_id)
-    with in_language_of(job):
+    with in_language_of(job), log_context(job_id=str(job.id), slurm_job_id=job.slurm_job_id):
         return _submit(job)
 
 
@@ -82,6 +85,7 @@ def _submit(job: Job) -> str | None:
         lifecycle.move(job, "reject", error=exc.message, finished_at=timezone.now())
         return None
     except ClusterError as exc:
+        ops_metrics.ssh_error(profile.slug, "submit")
         next_try = next_submission_try()
         if next_try is False:
             # RQ has no try left: say so and end the job, rather than "retrying" forever.
@@ -100,6 +104,7 @@ def _submit(job: Job) -> str | None:
         publish_job(job)
         log.warning("job %s: submission failed, will retry: %s", job.id, exc)
         raise
+    bind(slurm_job_id=slurm_id)  # the lines from here on name the Slurm job too
     # A retried job: this attempt's Slurm id goes into its record, and its reason stays on the page.
     why = attempts.record_submission(job, slurm_id)
     if not lifecycle.move(job, "submitted", slurm_job_id=slurm_id, submitted_at=timezone.now(), error=why):
@@ -109,6 +114,7 @@ def _submit(job: Job) -> str | None:
         return slurm_id
     if not existing:
         log.info("job %s submitted as Slurm job %s", job.id, slurm_id)
+        ops_metrics.submitted(job)  # Start -> Slurm id, once per job (not for a re-found submission)
     job.refresh_from_db(fields=["cancel_requested"])
     if job.cancel_requested:
         runner.run(slurm.scancel_argv([slurm_id]), timeout=30)
@@ -208,6 +214,8 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         # The worker checks every target against them again right before opening it (storage
         # can change between the listing and the run).
         target_roots=tuple(job.cluster.target_roots),
+        # Issue 14: the template's visible watermark and pinned model set, as frozen at Start.
+        watermark=snap.watermark, models=ModelPin.from_dict(snap.model_set) if snap.model_set else None,
     )
     runner.put_bytes(manifest.dumps().encode(), folder.manifest)
 
@@ -265,6 +273,8 @@ def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None 
     if test_mb:
         env["FFP_TEST_ALLOCATE_MB"] = str(int(test_mb))
     binds = [f"{profile.models_dir}:{profile.models_dir}"] if profile.models_dir else []
+    if snap.model_set.get("folder"):  # a pinned model set's folder must be seen inside the container too
+        binds.append(f"{snap.model_set['folder']}:{snap.model_set['folder']}")
     return SbatchSpec(
         job_name=job.slurm_name, comment=job.slurm_name, partition=snap.partition, time_limit=snap.time_limit,
         cpus_per_task=snap.cpus_per_task, mem=attempts.current_mem(job), gres=snap.gres,

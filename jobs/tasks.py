@@ -157,3 +157,31 @@ def enqueue_booking_email(booking_id: str, event: str) -> None:
                         result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning("booking %s: %s email not queued: %s", booking_id, event, exc)
+
+
+#: retention (jobs.retention): one email; a job's files on the portal; one `rm -rf` over SSH
+RETENTION_TIMEOUT = 900
+
+
+def _enqueue_retention(func: str, job_id, rq_id: str, timeout: int) -> bool:
+    """Queue one retention step of a job; its fixed id collapses a second enqueue while queued.
+    Never raises (False, logged): the watcher's slow beat asks again."""
+    try:
+        queue().enqueue(f"jobs.retention.{func}", str(job_id), job_id=rq_id, job_timeout=timeout,
+                        result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
+        return True
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("job %s: %s not queued: %s", job_id, func, exc)
+        return False
+
+
+def enqueue_retention_notice(job_id) -> bool:
+    return _enqueue_retention("send_notice", job_id, f"retention-notice-{job_id}", NOTIFY_TIMEOUT)
+
+
+def enqueue_expiry(job_id) -> bool:
+    return _enqueue_retention("expire_job", job_id, f"retention-expire-{job_id}", RETENTION_TIMEOUT)
+
+
+def enqueue_cluster_cleanup(job_id) -> bool:
+    return _enqueue_retention("delete_on_cluster", job_id, f"retention-cluster-{job_id}", RETENTION_TIMEOUT)

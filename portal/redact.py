@@ -29,6 +29,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)[^\"'\n,}]+"), r"\1" + MASK),
     # Token <key> / Bearer <key> (API keys are 43 url-safe characters; 8+ leaves prose alone)
     (re.compile(r"\b(Token|Bearer)(\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1\2" + MASK),
+    # The password in a URL's user part: redis://:pw@host, postgres://user:pw@host/db, amqp://...
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@\"']*:)[^\s@/\"']+(?=@)"), r"\1" + MASK),
     # password=..., "private_key": "...", secret: ...
     (re.compile(r"(?i)\b((?:[a-z_]*password|passwd|private_key|secret_key|secret)[\"']?\s*[:=]\s*[\"']?)"
                 r"(?!\[private key redacted\])[^\s\"'&,;}]+"), r"\1" + MASK),

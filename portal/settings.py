@@ -86,6 +86,8 @@ MIDDLEWARE = [
     # /static/ from the web process itself (make up has no web server in front), cached and
     # compressed; with DEBUG off too, unlike Django's own static view.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # X-Request-ID: the id of every log line and audit entry of the request, and of its response.
+    "portal.request_id.RequestIdMiddleware",
     # Content-Security-Policy on every page (CONTENT_SECURITY_POLICY below).
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -184,6 +186,13 @@ FILE_UPLOAD_HANDLERS = ["jobs.uploads.KeepEveryUpload", "django.core.files.uploa
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 MEDIA_URL = "/media-not-served/"
+# Downloads of outputs and inputs handed to the web server in front (django-sendfile2): behind nginx,
+# SENDFILE_BACKEND=django_sendfile.backends.nginx answers with an X-Accel-Redirect to SENDFILE_URL,
+# an `internal` nginx location over MEDIA_ROOT (deploy/nginx/), so no Python process streams a large
+# file. Empty (a checkout, `make up`, the tests): the portal streams them itself (jobs.results).
+SENDFILE_BACKEND = os.environ.get("SENDFILE_BACKEND", "").strip() or None
+SENDFILE_ROOT = str(MEDIA_ROOT.resolve())
+SENDFILE_URL = os.environ.get("SENDFILE_URL", "/_protected_media")
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # bigger uploads stream to a temp file, never whole into RAM
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(2 * 1024**3))  # per file
@@ -271,6 +280,29 @@ WEBHOOK_ALLOWED_NETWORKS = [n.strip() for n in os.environ.get("WEBHOOK_ALLOWED_N
 #: hours a failing call is retried (backoff 30 s, 2 min, 10 min, 30 min, 1 h, then every 2 h)
 WEBHOOK_MAX_AGE = envfloat("WEBHOOK_MAX_AGE", "24")
 
+# Health and metrics (jobs.ops, docs/operations.md). /metrics answers a request with
+# "Authorization: Bearer <METRICS_TOKEN>", or from METRICS_ALLOWED_NETWORKS (comma-separated CIDRs)
+# when not proxied; with neither set it is off (403).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+if METRICS_TOKEN and len(METRICS_TOKEN) < 24:
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 24 characters (e.g. python -c 'import secrets; "
+                               "print(secrets.token_urlsafe(32))')")
+METRICS_ALLOWED_NETWORKS = [n.strip() for n in os.environ.get("METRICS_ALLOWED_NETWORKS", "").split(",") if n.strip()]
+from ipaddress import ip_network as _ip_network  # noqa: E402 - only this check needs it
+
+for _net in METRICS_ALLOWED_NETWORKS:
+    try:
+        _ip_network(_net, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"METRICS_ALLOWED_NETWORKS: {_net!r} is not a network (e.g. 10.0.0.0/8)") from None
+# Several processes (ASGI, RQ workers, watcher) share their metrics through this directory, which
+# prometheus_client reads from the environment itself; it must exist (emptied at each start).
+PROMETHEUS_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_dir():
+    raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR={PROMETHEUS_MULTIPROC_DIR} is not a directory")
+#: /readyz fails when the watcher's last cycle of an active profile is older than this (seconds)
+READY_WATCHER_MAX_AGE = envfloat("READY_WATCHER_MAX_AGE", "120")
+
 # Django's cache: wrong-API-token counters (jobs.ratelimit). Redis, shared by every web process, so
 # a guesser cannot spread attempts over workers; its own key prefix.
 CACHES = {
@@ -310,18 +342,16 @@ API_TOKEN_FAILURE_WINDOW = envint("API_TOKEN_FAILURE_WINDOW", str(15 * 60))
 
 # Error pages and error mails: also hide POSTed private keys and passwords, Authorization headers.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.redact.SecretsExceptionReporterFilter"
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # Every log line (and traceback) passes the redaction filter: private keys, password=...,
-    # Token/Authorization values never reach a log file.
-    "filters": {"redact": {"()": "portal.redact.RedactSecrets"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # axes: its INFO lines come with every login; failures and lockouts are WARNINGs.
-    "loggers": {"paramiko": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
-}
+# Logs (portal.logs): one JSON object per line with the request, user, job, Slurm job and task ids
+# (LOG_FORMAT=json, production's default), or plain text lines (a checkout's and the tests'); both
+# pass every line through the redaction filter (portal.redact) first.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain" if DEBUG else "json")
+try:
+    from portal.logs import logging_config
+
+    LOGGING = logging_config(LOG_FORMAT, os.environ.get("LOG_LEVEL", "INFO"))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 
 # Cookies only over HTTPS in production. A plain-HTTP lab says so explicitly with
 # ALLOW_INSECURE_COOKIES=true (jobs.checks refuses insecure cookies otherwise).

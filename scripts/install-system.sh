@@ -4,7 +4,8 @@
 set -euo pipefail
 # fonts-wqy-microhei: Chinese glyphs for the browser's screenshots of the Chinese pages (5 MB)
 PKGS=(ffmpeg redis-server slurmctld slurmd slurm-client slurmdbd munge mariadb-server
-      openssh-server chromium fonts-wqy-microhei python3-venv)
+      openssh-server chromium fonts-wqy-microhei python3-venv
+      postgresql nginx openssl)  # the production shape: docs/deploy.md, scripts/postgres.sh
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -118,7 +118,10 @@ def _swap(args) -> int:
         print(f"error: {exc}".replace("engine.", "--").replace("_", "-"), file=sys.stderr)
         return 2
     engine = load_engine(options.name, _models_dir(args), _registry(args))
-    swapper = build_swapper(engine, args.source, options)
+    from .provenance import label_for
+
+    # A local swap has no job, but its output is labelled all the same.
+    swapper = build_swapper(engine, args.source, options, label=label_for(""))
     t0 = time.perf_counter()
     outcome = process_target(swapper, args.target, args.output)
     secs = time.perf_counter() - t0

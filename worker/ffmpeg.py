@@ -114,8 +114,9 @@ def audio_args(container: str, audio_codecs: tuple[str, ...]) -> list[str] | Non
 
 
 def mux_command(video_path: Any, source_path: Any, out_path: Any, container: str,
-                audio: list[str] | None) -> list[str]:
-    """The encoded video (copied, untouched) plus every audio stream of the source into `out_path`."""
+                audio: list[str] | None, metadata: list[str] | None = None) -> list[str]:
+    """The encoded video (copied, untouched) plus every audio stream of the source into `out_path`.
+    `metadata`: output options that tag the container (the provenance label, `worker.provenance`)."""
     cmd = [FFMPEG, "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file", "-i", file_url(video_path)]
     if audio is not None:
         cmd += ["-protocol_whitelist", "file", "-i", file_url(source_path)]
@@ -125,7 +126,7 @@ def mux_command(video_path: Any, source_path: Any, out_path: Any, container: str
     cmd += ["-c:v", "copy"]
     if container in ("mp4", "mov"):
         cmd += ["-movflags", "+faststart"]  # index first, so a browser can start playing at once
-    return cmd + ["-f", container, file_url(out_path)]
+    return cmd + list(metadata or []) + ["-f", container, file_url(out_path)]
 
 
 @dataclass(frozen=True)

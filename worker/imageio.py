@@ -120,10 +120,13 @@ def _to_rgb8(im: Image.Image) -> tuple[np.ndarray, np.ndarray | None, str]:
     return np.asarray(im.convert("RGB")), alpha, note
 
 
-def save_image(path: str | os.PathLike, bgr: np.ndarray, alpha: np.ndarray | None = None) -> None:
+def save_image(path: str | os.PathLike, bgr: np.ndarray, alpha: np.ndarray | None = None,
+               label: dict | None = None) -> None:
     """Write next to a temp name then rename, so a killed task never leaves half an output.
 
     The format follows the output's extension; alpha is re-attached where the format keeps it.
+    `label`: the provenance label (`worker.provenance`), added before the rename, so no output is
+    ever seen (or kept by a retried task) without it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,6 +141,10 @@ def save_image(path: str | os.PathLike, bgr: np.ndarray, alpha: np.ndarray | Non
     tmp = part_path(path)
     try:
         im.save(tmp, format=fmt, **params)
+        if label:
+            from .provenance import write_label
+
+            write_label(tmp, label)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

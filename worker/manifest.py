@@ -12,8 +12,10 @@ A manifest is a JSON file written by the portal next to the job's inputs:
       "engine": {"name": "auto", "face_selector": "many",
                  "reference_face": null, "reference_distance": null,
                  "max_pixels": 50000000, "video_progress_every": 25},
-      "target_roots": ["/storage/shared"]         # version 2 only, optional (see below)
-    }
+      "target_roots": ["/storage/shared"],        # version 2 only, optional (see below)
+      "watermark": "Made with AI",                # version 2 only, optional: visible text in a corner
+      "models": {"set": "...", "folder": "/abs/models", "files": [{"name": ..., "sha256": ...}]}
+    }                                             # version 2 only, optional: `worker.modelset`
 
 Relative paths in `sources`, `targets[].path` and `output_dir` are resolved against the manifest's
 own folder, so a staged job folder can move as a whole. Outputs are written to
@@ -23,7 +25,10 @@ own folder, so a staged job folder can move as a whole. Outputs are written to
 Versions: 1 has no `target_roots`; 2 adds it. `Manifest.to_dict` writes version 1 when there are
 no target roots (so a worker that reads only version 1 still runs such a job) and version 2 when
 there are (so an older worker, which would not check them, refuses the job instead of running it
-unchecked). This worker reads both.
+unchecked). This worker reads both. `watermark` and `models` (a template's visible watermark and the
+model set it is pinned to, `worker.modelset`) are also version 2 fields, for the same reason: a
+worker that does not know them refuses the job rather than run it unpinned or unmarked. Every
+output carries the provenance label with the manifest's `job` (`worker.provenance`) either way.
 
 `target_roots` (absolute folders, the cluster profile's allowed target roots): every target must
 really lie inside one of them, symlinks followed, checked by the worker right before it opens the
@@ -47,6 +52,7 @@ from typing import Any
 from .choices import ENGINE_NAMES, FACE_SELECTORS, FaceSelector  # noqa: F401 - FaceSelector re-exported
 from .errors import ManifestError
 from .layout import OutputFolder
+from .modelset import ModelPin
 
 #: the newest manifest version this worker reads and writes (`Manifest.version` says which one a
 #: manifest is written as); READABLE_VERSIONS are those it reads
@@ -106,11 +112,16 @@ class Manifest:
     engine: EngineOptions = field(default_factory=EngineOptions)
     #: the folders every target must really lie in (None: not checked; see the module docstring)
     target_roots: tuple[str, ...] | None = None
+    #: text drawn small in a corner of every output ("": none; `worker.provenance.draw_watermark`)
+    watermark: str = ""
+    #: the model set the template is pinned to (None: the node's models folder, any verified file)
+    models: ModelPin | None = None
 
     @property
     def version(self) -> int:
-        """The version this manifest is written as: 2 only when it needs to be (it has target roots)."""
-        return 2 if self.target_roots is not None else 1
+        """The version this manifest is written as: 2 only when it needs to be (it has target roots,
+        a watermark or a model pin)."""
+        return 2 if self.target_roots is not None or self.watermark or self.models is not None else 1
 
     # -- derived paths -------------------------------------------------------------------------
     @property
@@ -150,6 +161,10 @@ class Manifest:
         }
         if self.target_roots is not None:
             data["target_roots"] = list(self.target_roots)
+        if self.watermark:
+            data["watermark"] = self.watermark
+        if self.models is not None:
+            data["models"] = self.models.to_dict()
         return data
 
     def dumps(self) -> str:
@@ -173,7 +188,7 @@ class Manifest:
             )
         known_fields = {"version", "job", "sources", "targets", "chunks", "output_dir", "engine"}
         if version >= 2:
-            known_fields.add("target_roots")
+            known_fields |= {"target_roots", "watermark", "models"}
         unknown = set(data) - known_fields
         if unknown:
             raise ManifestError(f"unknown manifest field(s) for version {version}: {', '.join(sorted(unknown))}")
@@ -242,6 +257,8 @@ class Manifest:
             output_dir=resolve(data.get("output_dir"), "output_dir"),
             engine=engine,
             target_roots=_target_roots(data["target_roots"]) if "target_roots" in data else None,
+            watermark=_watermark(data.get("watermark", "")),
+            models=ModelPin.from_dict(data["models"]) if data.get("models") is not None else None,
         )
 
     @classmethod
@@ -268,6 +285,12 @@ def _target_roots(raw: Any) -> tuple[str, ...]:
         if not isinstance(root, str) or not root.startswith("/") or "\x00" in root:
             raise ManifestError(f"target_roots[{i}] must be an absolute folder path")
     return tuple(raw)
+
+
+def _watermark(raw: Any) -> str:
+    if not isinstance(raw, str) or len(raw) > 200 or any(ord(c) < 32 for c in raw):
+        raise ManifestError("'watermark' must be one line of text (200 characters at most)")
+    return raw
 
 
 def check_output_name(name: Any, what: str = "output name") -> None:

@@ -41,6 +41,10 @@ class Swapper:
     identity: Identity
     options: EngineOptions
     reference: np.ndarray | None = None  # embedding of the reference face (selector 'reference')
+    #: the provenance label every changed output carries (`worker.provenance`); None: unlabelled
+    label: dict | None = None
+    #: the template's visible watermark text ("": none)
+    watermark: str = ""
 
     def swap_frame(self, image: np.ndarray) -> tuple[np.ndarray, int, int]:
         """(new image, faces found, faces swapped) for one picture or video frame."""
@@ -53,8 +57,25 @@ class Swapper:
         return self.engine.swap(image, chosen, self.identity), len(faces), len(chosen)
 
 
-def build_swapper(engine: Engine, sources: list[str], options: EngineOptions) -> Swapper:
-    """Load the source images (and the reference face) and build the identity once."""
+def _frame_fn(swapper: Swapper) -> Callable[[np.ndarray], tuple[np.ndarray, int, int]]:
+    """`swapper.swap_frame`, with the watermark drawn on every result when the job has one.
+    (Read with getattr: tests hand in stand-in swappers that have only `swap_frame`.)"""
+    text = getattr(swapper, "watermark", "")
+    if not text:
+        return swapper.swap_frame
+    from .provenance import draw_watermark
+
+    def marked(image: np.ndarray) -> tuple[np.ndarray, int, int]:
+        new, found, swapped = swapper.swap_frame(image)
+        return draw_watermark(new, text), found, swapped
+
+    return marked
+
+
+def build_swapper(engine: Engine, sources: list[str], options: EngineOptions, label: dict | None = None,
+                  watermark: str = "") -> Swapper:
+    """Load the source images (and the reference face) and build the identity once. `label` and
+    `watermark`: what every changed output carries (`worker.provenance`)."""
     images = []
     for s in sources:
         try:
@@ -76,7 +97,8 @@ def build_swapper(engine: Engine, sources: list[str], options: EngineOptions) ->
         if not ref_faces:
             raise SourceError("no face found in the reference face image; use a clear photo of the person to replace")
         reference = engine.embed(ref_img, ref_faces[0])
-    return Swapper(engine=engine, identity=identity, options=options, reference=reference)
+    return Swapper(engine=engine, identity=identity, options=options, reference=reference, label=label,
+                   watermark=watermark)
 
 
 def process_target(
@@ -124,7 +146,7 @@ def _file_error(exc: OSError, target: Path, name: str, output: Path) -> str:
 
 def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> Outcome:
     img = load_image(target, swapper.options.max_pixels, name)
-    result, found, swapped = swapper.swap_frame(img.bgr)
+    result, found, swapped = _frame_fn(swapper)(img.bgr)
     note = f" ({img.note})" if img.note else ""
     if swapped == 0:
         # FaceFusion's behaviour: no face -> the output is the unchanged input (byte for byte).
@@ -138,7 +160,7 @@ def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> O
         what = "no face found" if found == 0 else f"{found} face(s) found, none matched the reference face"
         return Outcome(status="no_face", faces_found=found, message=f"{what}; output is the unchanged input{note}",
                        code="no_face" if found == 0 else "no_match", params={"found": found})
-    save_image(output, result, img.alpha)
+    save_image(output, result, img.alpha, label=getattr(swapper, "label", None))
     return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note)
 
 
@@ -157,12 +179,13 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
     res = process_video(
         target,
         output,
-        swapper.swap_frame,
+        _frame_fn(swapper),
         tmp_root=tmp_root,
         progress_every=swapper.options.video_progress_every,
         on_progress=on_frames,
         name=name,
         poster=poster,
+        label=getattr(swapper, "label", None),
     )
     # A video's faces are the most seen in one frame (people on screen at once), not detections x
     # frames: a 4 s clip of one person is "1 person", not "100 faces".

@@ -12,6 +12,7 @@ rewritten atomically (temp file in the same folder + rename) after every target 
       "engine": "classic", "device": "dlib (CPU)",
       "started_at": 1764450000.1, "updated_at": 1764450012.7,
       "model_load_seconds": 0.8,
+      "models": [{"name": "inswapper_128.onnx", "sha256": "e4a3..."}],   # optional, see below
       "targets": [
         {"index": 9, "target": "/abs/in/a.jpg", "output": "a.jpg",
          "status": "done" | "failed" | "no_face" | "skipped" | "running",
@@ -39,6 +40,9 @@ was stopped (SIGTERM at the time limit, `scancel`, pre-emption) while the target
 a target may succeed when run again (the portal retries it); `message` is for people only and its
 wording may change. Records written before the field existed carry no flag; `TaskProgress.from_dict`
 sets it for them from the message they began with (`STOPPED_BY_TASK_END`).
+
+`models` lists the model files the task loaded, name and SHA-256 (`worker.modelset.engine_models`),
+once its engine is ready; empty before that, and in records of a worker older than the field.
 
 Readers must ignore fields they do not know (new fields may be added without a version bump).
 This module imports no numpy, OpenCV or onnxruntime: the portal imports it.
@@ -140,6 +144,8 @@ class TaskProgress:
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     model_load_seconds: float | None = None
+    #: the model files the engine loaded: [{"name", "sha256"}] (optional; older records have none)
+    models: list[dict] = field(default_factory=list)
     targets: list[TargetRecord] = field(default_factory=list)
     version: int = PROGRESS_VERSION
 

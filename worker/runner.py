@@ -16,8 +16,10 @@ from pathlib import Path
 from .engines import load_engine
 from .errors import ManifestError, TargetError, WorkerError
 from .manifest import Manifest
+from .modelset import engine_models, verify_pinned
 from .process import Outcome, build_swapper, process_target
 from .progress import ProgressWriter, TargetRecord, TaskProgress
+from .provenance import label_for
 from .signals import Terminated
 from .targetfile import allowed_folders, open_target
 
@@ -103,8 +105,12 @@ def run_task(cfg: TaskConfig) -> int:
             from .testhooks import hold_memory_until_killed
 
             hold_memory_until_killed(cfg.test_allocate_mb)  # TESTS ONLY; returns only by raising
-        engine = load_engine(m.engine.name, cfg.models_dir, registry)
-        swapper = build_swapper(engine, list(m.sources), m.engine)
+        models_dir = cfg.models_dir
+        if m.models is not None:
+            # A template pinned to a model set: that folder, those hashes, or nothing runs.
+            registry, models_dir = verify_pinned(m.models, registry), m.models.folder
+        engine = load_engine(m.engine.name, models_dir, registry)
+        swapper = build_swapper(engine, list(m.sources), m.engine, label=label_for(m.job), watermark=m.watermark)
     except WorkerError as exc:
         # Every target of the chunk is marked failed with the one reason, so the portal shows it.
         for i in chunk:
@@ -114,6 +120,7 @@ def run_task(cfg: TaskConfig) -> int:
         log.error("task %s cannot start: %s", cfg.task_index, exc)
         return EXIT_TASK_FAILED
     progress.engine, progress.device = engine.name, engine.device
+    progress.models = engine_models(engine, registry)
     progress.model_load_seconds = round(time.perf_counter() - t0, 3)
     log.info("task %s: %d target(s), engine %s on %s, loaded in %.2fs",
              cfg.task_index, len(chunk), engine.name, engine.device, progress.model_load_seconds)

@@ -112,7 +112,7 @@ def _looks_like_mp4(path: Path) -> bool:
 def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: FrameFn, *,
                   tmp_root: str | os.PathLike | None = None, progress_every: int = 25,
                   on_progress: ProgressFn | None = None, name: str | None = None,
-                  poster: str | os.PathLike | None = None) -> VideoResult:
+                  poster: str | os.PathLike | None = None, label: dict | None = None) -> VideoResult:
     """Write `src` with every frame replaced by `frame_fn(frame)[0]` to `dst` (.mp4/.mov/.mkv).
 
     `frame_fn(bgr)` gets a writable uint8 (H, W, 3) BGR array, upright, and returns (frame of the
@@ -125,6 +125,7 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
     `poster`: where to write, once, a small JPEG of the first changed frame that had a face swapped
     (else of the frame of the first progress report), before the video is done: the job page shows
     it while the video runs. A poster that cannot be written is only logged.
+    `label`: the provenance label, written into the container's metadata (`worker.provenance`).
     """
     src, dst = Path(src), Path(dst)
     name = name or src.name
@@ -138,7 +139,7 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
                                         max(1, int(progress_every)), on_progress, name,
                                         Path(poster) if poster else None)
             muxed = Path(tmp) / f"out{dst.suffix.lower()}"
-            audio = _mux(video, src.absolute(), muxed, container, info)
+            audio = _mux(video, src.absolute(), muxed, container, info, label)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(muxed), part)  # a copy when TMPDIR is another file system
             os.replace(part, dst)
@@ -285,14 +286,18 @@ def _log_tail(log: IO[bytes]) -> str:
     return stderr_tail(log.read()[-8192:])
 
 
-def _mux(video: Path, src: Path, out: Path, container: str, info: VideoInfo) -> str:
-    """Add the source's audio to the encoded video; returns what happened to the audio."""
+def _mux(video: Path, src: Path, out: Path, container: str, info: VideoInfo, label: dict | None = None) -> str:
+    """Add the source's audio (and the provenance label) to the encoded video; returns what
+    happened to the audio."""
+    from .provenance import metadata_args
+
+    meta = metadata_args(label)
     audio = ff.audio_args(container, info.audio_codecs)
-    proc = _run(ff.mux_command(video, src, out, container, audio), MUX_TIMEOUT_S)
+    proc = _run(ff.mux_command(video, src, out, container, audio, meta), MUX_TIMEOUT_S)
     if proc.returncode != 0 and audio is not None and audio != ff.AAC_ARGS:
         # stream copy refused (a codec the container does not take): re-encode only the audio
         audio = list(ff.AAC_ARGS)
-        proc = _run(ff.mux_command(video, src, out, container, audio), MUX_TIMEOUT_S)
+        proc = _run(ff.mux_command(video, src, out, container, audio, meta), MUX_TIMEOUT_S)
     if proc.returncode != 0:
         raise TargetError(f"adding the audio to the video failed ({stderr_tail(proc.stderr)})")
     if audio is None:

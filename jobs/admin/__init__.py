@@ -8,3 +8,5 @@ from jobs.admin import audit, jobs, profiles, quotas, templates, uploads, usage 
 from jobs.admin import bookings  # noqa: F401 - GPU types, booking rules, bookings (issue 13)
 from jobs.admin import priority  # noqa: F401 - QOS levels and group priorities (issue 13)
 from jobs.admin import webhooks  # noqa: F401 - webhook deliveries, read-only (issue 13)
+from jobs.admin import retention  # noqa: F401 - how long job files are kept (issue 14)
+from jobs.admin import model_sets  # noqa: F401 - model files by SHA-256, pinned per template (issue 14)

@@ -89,7 +89,7 @@ class TemplateAdmin(AuditedAdmin):
         (_("Where it runs"), {"fields": ("cluster", "partition", "qos", "container_image")}),
         (_("Resources per task"), {"fields": ("gpu_type", "gpu_count", "cpus_per_task", "mem", "max_mem", "time_limit",
                                               "chunk_size", "array_limit")}),
-        (_("Face swap"), {"fields": ("engine", "face_selector")}),
+        (_("Face swap"), {"fields": ("engine", "face_selector", "model_set", "watermark")}),
     )
 
     def get_fieldsets(self, request, obj=None):

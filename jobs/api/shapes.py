@@ -113,9 +113,11 @@ def job_detail(job: Job, request=None) -> dict:
     body["attempt"] = job.attempt
     # Slurm's estimate of the start (a waiting job) and the finish at the template's pace (jobs.expected)
     body["expected_start"], body["expected_finish"] = _iso(job.expected_start), _iso(expected_finish(job))
+    body["models"] = [{"name": m["name"], "sha256": m["sha256"]} for m in job.models_used or []]  # jobs.model_sets
     body["attempts"] = [{"attempt": a.number, "slurm_job_id": a.slurm_job_id, "array": a.array, "mem": a.mem,
                          "why": a.why, "auto": a.auto, "at": a.at.isoformat(), "ended": a.ended}
                         for a in job.attempts.all()]
+    body["files_deleted_at"] = _iso(job.files_deleted_at)  # retention: set, the files are gone (jobs.retention)
     body["error"] = error
     return body
 

@@ -2,11 +2,12 @@
 from django.urls import path, re_path
 
 from jobs.api import bookings as api_bookings
+from jobs.api import retention as api_retention
 from jobs.api import views as api
 
 urlpatterns = [
     path("jobs", api.jobs, name="api-jobs"),
-    path("jobs/<uuid:job_id>", api.job, name="api-job"),
+    path("jobs/<uuid:job_id>", api_retention.job_or_delete, name="api-job"),  # GET: api.job; DELETE: files
     path("jobs/<uuid:job_id>/cancel", api.job_cancel, name="api-job-cancel"),
     path("jobs/<uuid:job_id>/retry", api.job_retry, name="api-job-retry"),
     path("jobs/<uuid:job_id>/results.zip", api.job_results, name="api-job-results"),

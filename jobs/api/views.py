@@ -24,6 +24,7 @@ from jobs.errors import BrowseError, StartError
 from jobs.models import ClusterProfile, Job, JobStatus, Template
 from jobs.booking_use import job_outlasts_booking
 from jobs.start import start_job
+from jobs.retention import files_gone
 from jobs import webhooks
 
 DEFAULT_LIMIT = 50
@@ -233,6 +234,8 @@ def job_results(request, job_id):
     found = _job_for(request, job_id)
     if found is None:
         return _no_job()
+    if found.files_deleted_at:  # retention: 410 Gone in plain words, not an empty zip
+        return files_gone(found, api=True)
     response = stream_results_zip(found)
     record_download(request, found, "zip", via="api")
     return response

@@ -20,6 +20,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from jobs.live.protocol import job_group, job_snapshot, jobs_snapshot, user_group
 from jobs.live.view import View
 from jobs.models import Job
+from jobs.ops import metrics as ops_metrics
 
 #: not logged in: the page should send the user to the login page instead of reconnecting
 CLOSE_UNAUTHENTICATED = 4401
@@ -39,11 +40,13 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
     async def join(self, group: str) -> None:
         self.group = group
         await self.channel_layer.group_add(group, self.channel_name)
+        ops_metrics.websocket_opened()  # a connection that joined: decremented when it leaves (below)
 
     async def disconnect(self, code) -> None:
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = None
+            ops_metrics.websocket_closed()
 
     async def dispatch(self, message) -> None:
         # Channels' dispatch hops to the database thread (close_old_connections) before EVERY

@@ -100,6 +100,13 @@ class Job(models.Model):
     #: None when Slurm has none or the job runs
     expected_start = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: the model files its tasks loaded, [{"name", "sha256"}], from their progress records (jobs.model_sets)
+    models_used = models.JSONField(_("models used"), default=list, blank=True)
+    #: retention (jobs.retention): when the owner was told the files go, when the portal's files went
+    #: (the row stays as a tombstone), and when the job's folder on the cluster was removed
+    retention_notice_at = models.DateTimeField(null=True, blank=True)
+    files_deleted_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    cluster_files_deleted_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 

@@ -77,6 +77,7 @@ class NoticeKind(models.TextChoices):
     QUOTA_80 = "quota_80", _("80 % of the monthly GPU-hours")
     QUOTA_100 = "quota_100", _("monthly GPU-hours used up")
     BOOKING = "booking", _("booking")
+    RETENTION = "retention", _("files to be deleted soon")
 
 
 class NoticeStatus(models.TextChoices):

@@ -37,6 +37,9 @@ class TemplateSnapshot:
     face_selector: FaceSelector = "many"
     qos: str = ""
     seconds_per_image: float = DEFAULT_SECONDS_PER_IMAGE
+    watermark: str = ""  # visible text on every result ("": none)
+    #: the pinned model set as the manifest carries it ({"set", "folder", "files"}; {}: not pinned)
+    model_set: dict = dataclasses.field(default_factory=dict)
     version: int = SNAPSHOT_VERSION
 
     @classmethod

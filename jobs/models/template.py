@@ -57,6 +57,16 @@ class Template(models.Model):
     engine = models.CharField(_("engine"), max_length=16, choices=ENGINE_CHOICES, default="auto")
     face_selector = models.CharField(_("faces to swap"), max_length=16, choices=FACE_SELECTOR_CHOICES, default="many")
     qos = models.CharField(_("QOS"), max_length=64, blank=True)
+    #: provenance and model versions (issue 14): a visible corner text, and the pinned model files
+    watermark = models.CharField(
+        _("watermark"), max_length=60, blank=True, default="", db_default="",
+        help_text=_("Optional short text drawn small in the bottom-right corner of every result, e.g. "
+                    "“Made with AI”. Letters, digits and punctuation of the Latin alphabet only."))
+    model_set = models.ForeignKey(
+        "jobs.ModelSet", on_delete=models.PROTECT, null=True, blank=True, related_name="templates",
+        verbose_name=_("model set"),
+        help_text=_("Pin the template to these model files: jobs use this folder and refuse a file whose "
+                    "SHA-256 differs. Empty: the cluster profile's models folder."))
     groups = models.ManyToManyField(Group, blank=True, verbose_name=_("groups"),
                                     help_text=_("Only these groups may use it; none means everyone."))
     is_active = models.BooleanField(_("active"), default=True)
@@ -102,6 +112,9 @@ class Template(models.Model):
         }
         errors = {("gpu_type" if field == "gres" else field): words.get(field, str)(why)
                   for field, why in problems.items()}
+        if self.watermark and any(not 32 <= ord(c) < 127 for c in self.watermark):
+            errors.setdefault("watermark", _("The watermark can only use Latin letters, digits and punctuation "
+                                             "(the cluster draws it without other fonts)."))
         if self.gpu_type and not self.gpu_count:
             errors.setdefault("gpu_count", _("A GPU type is set but no GPUs are asked for: set the count to 1 or more, "
                                              "or clear the GPU type."))
@@ -121,4 +134,5 @@ class Template(models.Model):
             gpu_count=self.gpu_count, cpus_per_task=self.cpus_per_task, mem=self.mem, max_mem=self.max_mem,
             time_limit=self.time_limit, chunk_size=self.chunk_size, array_limit=self.array_limit,
             container_image=self.container_image, engine=self.engine, face_selector=self.face_selector, qos=self.qos,
-            seconds_per_image=self.seconds_per_image)
+            seconds_per_image=self.seconds_per_image, watermark=self.watermark,
+            model_set=self.model_set.pin() if self.model_set_id else {})

@@ -29,10 +29,12 @@ from cluster.progress import log_tail_argv, parse_progress_dump, progress_argv
 from worker.progress import TaskProgress
 
 from jobs.live.protocol import Publisher
+from jobs.model_sets import record_models_used
 from jobs.models import ClusterProfile, Job, JobStatus
 from jobs.words import in_language_of
 from jobs.watcher.apply import apply, job_row, target_rows
 from jobs.watcher.decide import SlurmAnswer, decide, expected_in_queue
+from portal.logs import log_context
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +105,11 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     for job in jobs:
         answer = SlurmAnswer(queued=in_queue.get(job.slurm_job_id, {}), accounted=in_acct.get(job.slurm_job_id, {}),
                              answered=answered, asked_accounting=job.slurm_job_id in asked)
-        with in_language_of(job):  # Slurm's reasons and the job's messages, in the owner's words
-            decision = decide(rows[job.pk], answer, _records(job, docs.get(folders[job.pk].progress, [])),
-                              tails_by_job.get(job.pk, {}), now)
+        # Slurm's reasons and the job's messages, in the owner's words; its lines carry its ids.
+        with in_language_of(job), log_context(job_id=str(job.id), slurm_job_id=job.slurm_job_id):
+            records = _records(job, docs.get(folders[job.pk].progress, []))
+            record_models_used(job, records)  # which model files (name + SHA-256) its tasks loaded
+            decision = decide(rows[job.pk], answer, records, tails_by_job.get(job.pk, {}), now)
             if apply(job, decision, pub):
                 result.changed.append(str(job.id))
     pub.flush()  # after the changes are committed: a page that resyncs now sees the same state

@@ -5,6 +5,7 @@ from jobs.web.forms import RateLimitedAuthenticationForm
 from jobs.web.views import account, bookings, sources
 from jobs.web.views import files, folders, live, new_job, pages, results, uploads, usage
 from jobs.web.views import webhooks
+from jobs.web.views import delete as job_delete_views
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(
@@ -41,6 +42,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/live.json", live.job_live, name="job-live"),
     path("jobs/<uuid:job_id>/cancel", pages.job_cancel, name="job-cancel"),
     path("jobs/<uuid:job_id>/retry", pages.job_retry, name="job-retry"),
+    path("jobs/<uuid:job_id>/delete", job_delete_views.job_delete, name="job-delete"),
     path("jobs/<uuid:job_id>/targets/<int:index>/replace", pages.target_replace, name="job-target-replace"),
     path("jobs/<uuid:job_id>/sources/<int:n>", sources.job_source, name="job-source"),
     path("jobs/<uuid:job_id>/targets/<int:index>", results.target_detail, name="job-target"),

@@ -26,13 +26,15 @@ from tests.e2e.test_browser_uploads import drop_files, item, wait_until
 #: words people read as they are in a Chinese page: units, formats, the product, the other language's name
 KEPT_AS_THEY_ARE = {"GPU", "GPUs", "CPU", "B", "kB", "MB", "GB", "TB", "JPEG", "PNG", "WebP", "MP4", "MOV", "MKV",
                     "WebM", "zip", "CSV", "FaceFusion", "Portal", "English", "s", "h", "min", "x", "NVIDIA", "H200", "ID"}
+#: GPU model names (H200, A100, L40): names, not words, in any language
+GPU_MODEL = re.compile(r"[A-Z]{1,2}\d{2,4}")
 
 
 def english_words(text: str, names: list[str]) -> list[str]:
     for name in sorted(names, key=len, reverse=True):
         text = text.replace(name, " ")
     return [text[max(0, m.start() - 30):m.end() + 30] for m in re.finditer(r"[A-Za-z][A-Za-z0-9'’-]*", text)
-            if m.group() not in KEPT_AS_THEY_ARE]
+            if m.group() not in KEPT_AS_THEY_ARE and not GPU_MODEL.fullmatch(m.group())]
 
 
 def visible_text(page) -> str:

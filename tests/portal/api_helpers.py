@@ -10,9 +10,11 @@ from jobs.models import ApiToken, Job, JobStatus, Target, Task
 DETAIL_KEYS = {"id", "name", "status", "template", "slurm_job_id", "progress", "tasks", "outputs", "error",
                "attempt", "attempts",  # attempt(s): added with Retry (docs/api.md)
                "tasks_next", "outputs_next",  # added for big jobs: the rest of the tasks / outputs
-               "expected_start", "expected_finish"}  # added with priorities (issue 13)
+               "expected_start", "expected_finish",  # added with priorities (issue 13)
+               "files_deleted_at",  # added with retention (issue 14)
+               "models"}  # added with model versions (issue 14): [{"name", "sha256"}] the tasks loaded
 SUMMARY_KEYS = DETAIL_KEYS - {"tasks", "outputs", "attempt", "attempts", "tasks_next", "outputs_next",
-                              "expected_start", "expected_finish"}
+                              "expected_start", "expected_finish", "files_deleted_at", "models"}
 
 
 def token_client(user, **client_kwargs) -> tuple[Client, str]:

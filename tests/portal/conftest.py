@@ -110,3 +110,12 @@ def inline_rq(monkeypatch):
     queue = InlineQueue()
     monkeypatch.setattr("jobs.tasks.queue", lambda: queue)
     return queue
+
+
+@pytest.fixture(autouse=True)
+def _no_pace_from_another_test():
+    """The measured pace per template is kept for a minute in the process (jobs.expected); template
+    ids repeat from test to test, so each test starts without one."""
+    from jobs import expected
+
+    expected._pace.clear()

@@ -122,7 +122,7 @@ def test_it_exempts_token_posts_from_csrf(job, owner):
 
 
 @pytest.mark.parametrize("method, path, allow", [
-    ("put", "/api/v1/jobs", "GET, POST"), ("delete", "/api/v1/jobs/{id}", "GET"),
+    ("put", "/api/v1/jobs", "GET, POST"), ("post", "/api/v1/jobs/{id}", "GET, DELETE"),  # DELETE: the job's files (issue 14)
     ("get", "/api/v1/jobs/{id}/cancel", "POST"), ("post", "/api/v1/templates", "GET"),
     ("post", "/api/v1/folders", "GET"), ("post", "/api/v1/jobs/{id}/results.zip", "GET"),
 ])

@@ -104,7 +104,9 @@ def test_it_records_a_failed_login_with_the_name_never_the_password(client, owne
     r = client.post(reverse("login"), {"username": "alice", "password": "wrong-guess-999"})
     assert r.status_code == 200
     (entry,) = entries("auth.login_failed")
-    assert entry.actor is None and entry.details == {"username": "alice"} and entry.ip == "127.0.0.1"
+    # The request's id (its X-Request-ID, also in its log lines) comes with the facts.
+    assert entry.actor is None and entry.details == {"username": "alice", "request_id": r["X-Request-ID"]}
+    assert entry.ip == "127.0.0.1"
     assert "wrong-guess-999" not in str(entry.details)
     assert entries("auth.login") == []
 
@@ -153,9 +155,11 @@ def test_it_records_a_cancel_through_the_api_by_staff(staff, owner, template, mo
     job = make_job(owner, template, status=JobStatus.RUNNING)
     Job.objects.filter(pk=job.pk).update(slurm_job_id="4242")
     api = token_client(staff)[0]
-    assert api.post(f"/api/v1/jobs/{job.id}/cancel").status_code == 200
+    r = api.post(f"/api/v1/jobs/{job.id}/cancel")
+    assert r.status_code == 200
     (entry,) = entries("job.cancel")
-    assert entry.actor == staff and entry.details == {"status_before": "running", "slurm_job_id": "4242"}
+    assert entry.actor == staff and entry.details == {"status_before": "running", "slurm_job_id": "4242",
+                                                      "request_id": r["X-Request-ID"]}
 
 
 def test_it_records_downloads_from_the_pages(client, owner, finished_job):
@@ -200,7 +204,7 @@ def test_it_records_a_template_change_with_the_changed_fields(admin_client, staf
     assert entry.actor == staff and entry.target_id == str(template.pk) and entry.target_repr == "Quick GPU"
     assert entry.details == {"changed": {"time_limit": {"from": "00:10:00", "to": "01:00:00"},
                                          "mem": {"from": "2G", "to": "8G"},
-                                         "groups": {"from": [], "to": ["vfx"]}}}
+                                         "groups": {"from": [], "to": ["vfx"]}}, "request_id": r["X-Request-ID"]}
 
 
 def test_it_names_a_changed_foreign_key_rather_than_its_id(admin_client, template, profile):
@@ -210,7 +214,8 @@ def test_it_names_a_changed_foreign_key_rather_than_its_id(admin_client, templat
                           template_form(template, cluster=other.pk))
     assert r.status_code == 302
     (entry,) = entries("template.change")
-    assert entry.details == {"changed": {"cluster": {"from": "Local", "to": "Big iron"}}}
+    assert entry.details == {"changed": {"cluster": {"from": "Local", "to": "Big iron"}},
+                             "request_id": r["X-Request-ID"]}
 
 
 def test_it_records_nothing_when_a_template_is_saved_unchanged(admin_client, template):
@@ -241,13 +246,17 @@ def test_it_records_deleting_templates_from_the_list(admin_client, template):
 
 def test_it_records_a_profile_change_without_the_keys_value(admin_client, profile):
     url = reverse("admin:jobs_clusterprofile_change", args=[profile.pk])
-    assert admin_client.post(url, profile_form(profile, private_key=KEY, port=2200)).status_code == 302
+    r = admin_client.post(url, profile_form(profile, private_key=KEY, port=2200))
+    assert r.status_code == 302
     (entry,) = entries("profile.change")
-    assert entry.details == {"changed": {"port": {"from": 2222, "to": 2200}, "private_key": "SSH private key changed"}}
+    assert entry.details == {"changed": {"port": {"from": 2222, "to": 2200}, "private_key": "SSH private key changed"},
+                             "request_id": r["X-Request-ID"]}
     assert "SECRETSECRET" not in str(entry.details) and "not-a-real-key" not in str(entry.details)
     # Left empty, the key is kept: not a change.
-    assert admin_client.post(url, profile_form(profile, port=2201)).status_code == 302
-    assert entries("profile.change")[1].details == {"changed": {"port": {"from": 2200, "to": 2201}}}
+    r = admin_client.post(url, profile_form(profile, port=2201))
+    assert r.status_code == 302
+    assert entries("profile.change")[1].details == {"changed": {"port": {"from": 2200, "to": 2201}},
+                                                    "request_id": r["X-Request-ID"]}
     assert ClusterProfile.objects.get().private_key == KEY
 
 

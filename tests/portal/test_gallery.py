@@ -100,9 +100,18 @@ def test_it_finds_neighbours_in_a_big_job_with_one_query_each_way(owner, templat
         found = neighbours(target)
     assert found == {"previous_index": 12_344, "next_index": 12_346, "position": 12_346, "count": 20_000}
     assert len(queries) == 2
-    for q in queries:
-        plan = " ".join(str(row) for row in connection.cursor().execute("EXPLAIN QUERY PLAN " + q["sql"]).fetchall())
-        assert "USING" in plan and "INDEX" in plan and "SCAN jobs_target" not in plan, plan
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("ANALYZE jobs_target")  # the planner's statistics, as autovacuum would make them
+        for q in queries:
+            if connection.vendor == "postgresql":
+                cursor.execute("EXPLAIN " + q["sql"])
+                plan = " ".join(row[0] for row in cursor.fetchall())
+                assert "Index" in plan and "Seq Scan on jobs_target" not in plan, plan
+            else:
+                cursor.execute("EXPLAIN QUERY PLAN " + q["sql"])
+                plan = " ".join(str(row) for row in cursor.fetchall())
+                assert "USING" in plan and "INDEX" in plan and "SCAN jobs_target" not in plan, plan
 
 
 def test_it_skips_no_target_and_steps_over_a_gap(owner, template):

@@ -69,7 +69,7 @@ class Command(BaseCommand):
                                   env("FFP_SECOND_WORK", "/srv/ffportal/work-second"))
             gres = env("FFP_SECOND_GPU_GRES", "gpu:a100")
             Template.objects.update_or_create(slug="gpu-second", defaults=dict(
-                name="GPU batch, second cluster", cluster=second, partition=env("FFP_GPU_PARTITION", "gpu"),
+                name="A100s of the second cluster", cluster=second, partition=env("FFP_GPU_PARTITION", "gpu"),
                 gpu_type=gres.split(":")[1] if gres.count(":") >= 1 else "", gpu_count=1, cpus_per_task=1,
                 mem="1G", time_limit="00:20:00", chunk_size=2, engine="auto", face_selector="many", order=3,
                 is_active=True, description="One GPU per task on the second cluster (its node has 1 GB of memory)."))

@@ -15,6 +15,8 @@ from django.utils import timezone
 from jobs import bookings, upload_store, webhooks
 from jobs.checks import refuse_insecure_start
 from jobs.models import ClusterProfile
+from jobs.ops import heartbeat
+from jobs.ops import metrics as ops_metrics
 from jobs.recovery import requeue_orphans
 from jobs.watcher.poll import poll_profile
 
@@ -49,16 +51,21 @@ class Command(BaseCommand):
                 requeue_orphans()
                 upload_store.expire()  # files sent ahead that no Start used in time
                 _lost_webhooks()
+                _retention_beat()  # face data: notices before, deletion after the retention days
             cycle += 1
             qs = ClusterProfile.objects.filter(is_active=True)
             if opts["profile"]:
                 qs = qs.filter(slug=opts["profile"])
             started = time.monotonic()
+            watched, execs = [], 0
             for profile in qs:
+                watched.append(profile.slug)
                 if time.monotonic() < next_try.get(profile.pk, 0):
                     continue
                 result = poll_profile(profile)
+                execs += result.execs
                 if result.error:
+                    ops_metrics.ssh_error(profile.slug, "watch")
                     backoff[profile.pk] = min(60.0, max(interval, backoff.get(profile.pk, interval) * 2))
                     next_try[profile.pk] = time.monotonic() + backoff[profile.pk]
                     log.warning("cluster %s unreachable (retry in %.0fs): %s", profile.slug, backoff[profile.pk], result.error)
@@ -67,6 +74,9 @@ class Command(BaseCommand):
                     if result.changed:
                         log.info("cluster %s: %d active job(s), %d changed", profile.slug, result.jobs, len(result.changed))
             _booking_beat()
+            # /metrics and /readyz (jobs.ops): how long the cycle took, and that this loop is alive.
+            ops_metrics.watcher_cycle(time.monotonic() - started, execs)
+            heartbeat.record_cycle(watched)
             if opts["once"]:
                 break
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
@@ -87,3 +97,13 @@ def _lost_webhooks() -> None:
         webhooks.send_due()
     except Exception:  # noqa: BLE001 - the loop that follows the jobs never stops for this
         log.exception("webhooks: re-queueing due attempts failed")
+
+
+def _retention_beat() -> None:
+    """Retention notices and deletions due (jobs.retention.beat); a failure is logged, never stops the loop."""
+    try:
+        from jobs import retention
+
+        retention.beat(timezone.now())
+    except Exception:  # noqa: BLE001 - the loop that follows the jobs never stops for this
+        log.exception("retention: beat failed")

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_safe
 
 from jobs.results import (download_name, input_path, output_path, record_download, serve_file, stream_results_zip,
                           thumbnail_path)
+from jobs.retention import files_gone
 from jobs.web.views import get_job_for_user, get_target_for_user
 
 
@@ -59,6 +60,8 @@ def job_input(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
 @require_safe
 def job_results_zip(request: HttpRequest, job_id: UUID) -> HttpResponse:
     job = get_job_for_user(request.user, job_id)
+    if job.files_deleted_at:  # retention: 410 Gone in plain words, not an empty zip
+        return files_gone(job)
     response = stream_results_zip(job)
     record_download(request, job, "zip")
     return response
