@@ -7,6 +7,7 @@ is still well over HOG's ~80 px at that size, and the check stays around a tenth
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,11 +53,14 @@ def face_crop_box(face: FoundFace, width: int, height: int, margin: float = 0.35
     return left, top, int(left + side), int(top + side)
 
 
-_DETECTOR = None
+# One detector per THREAD: dlib's detector keeps scratch state while it runs, and two threads in one
+# detector crash the process (a segfault, seen when two Starts checked face photos at once). Django
+# serves requests on several threads, so the portal's check needs this; building one costs ~20 ms.
+_local = threading.local()
 
 
 def _detector(dlib):
-    global _DETECTOR  # one detector per process: building it costs ~20 ms
-    if _DETECTOR is None:
-        _DETECTOR = dlib.get_frontal_face_detector()
-    return _DETECTOR
+    detector = getattr(_local, "detector", None)
+    if detector is None:
+        detector = _local.detector = dlib.get_frontal_face_detector()
+    return detector
