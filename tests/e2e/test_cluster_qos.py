@@ -101,7 +101,9 @@ def test_an_urgent_job_preempts_a_normal_task_which_is_requeued_and_runs_again()
 
         task = wait_for("one normal task back in the queue, restarted once", requeued, timeout=30)[0]
         index, raw_id = task["array_task_id"], task["job_id"]
-        assert task["state_reason"] == "BeginTime"  # Slurm holds a requeued job cred_expire (30 s) first
+        # Slurm holds a requeued job cred_expire (30 s) with reason BeginTime; right after the requeue,
+        # before the scheduler's next pass, the reason may still read "None" (seen in CI).
+        assert task["state_reason"] in ("BeginTime", "None"), task["state_reason"]
         # The requeued task is the same Slurm job (same id); the other one still runs.
         assert [j["job_state"] for j in squeue_json(low) if j["array_task_id"] != index] == ["RUNNING"]
 
