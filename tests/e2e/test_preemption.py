@@ -80,8 +80,12 @@ def test_urgent_work_pauses_a_normal_task_which_then_finishes_every_photo_exactl
             seen["task"] = paused.index
             seen["api"] = [t["reason"] for t in body["tasks"] if t["index"] == paused.index]
             seen["status"] = body["status"]
-            seen["done_before"] = {t.output_name: Path(t.job.folder.output(t.output_name)).stat().st_mtime_ns
-                                   for t in job.targets.filter(task_index=paused.index, status=TargetStatus.DONE)}
+            targets = job.targets.filter(task_index=paused.index)
+            # What the owner saw done before the pause; the portal learns of a finished photo a poll
+            # later than the worker wrote it (seen in CI), so the files on disk are the full account.
+            seen["done_seen"] = {t.output_name for t in targets if t.status == TargetStatus.DONE}
+            seen["on_disk"] = {t.output_name: out.stat().st_mtime_ns for t in targets
+                               if (out := Path(job.folder.output(t.output_name))).exists()}
             seen["failed_then"] = job.targets.filter(status=TargetStatus.FAILED).count()
     try:
         low = watch_until(low, FINAL, timeout=600, on_cycle=look)
@@ -103,13 +107,14 @@ def test_urgent_work_pauses_a_normal_task_which_then_finishes_every_photo_exactl
 
     # Every photo exactly once: the rerun skipped what the first run finished, outputs untouched.
     paused_targets = low.targets.filter(task_index=seen["task"])
-    assert seen["done_before"], "the paused task had finished no photo before it was paused"
-    assert {t.output_name for t in paused_targets if t.status == TargetStatus.SKIPPED} == set(seen["done_before"])
-    for name, mtime in seen["done_before"].items():
-        assert Path(low.folder.output(name)).stat().st_mtime_ns == mtime
+    skipped = {t.output_name for t in paused_targets if t.status == TargetStatus.SKIPPED}
+    assert seen["done_seen"], "the paused task had finished no photo before it was paused"
+    assert seen["done_seen"] <= skipped <= set(seen["on_disk"]), (seen, skipped)
+    for name, mtime in seen["on_disk"].items():
+        assert Path(low.folder.output(name)).stat().st_mtime_ns == mtime, f"{name} was written twice"
     assert all(Path(low.folder.output(t.output_name)).stat().st_size > 0 for t in low.targets.all())
     # Slurm starts the task's log anew for the rerun (seen on 22.05): it lists what the rerun
     # processed, which is exactly the photos the first run had not finished, each once.
     log = Path(low.folder.log(low.slurm_job_id, seen["task"])).read_text()
     rerun = Counter(re.findall(r"target \d+ (\S+): (?:done|no_face|failed)", log))
-    assert rerun == Counter({t.output_name for t in paused_targets} - set(seen["done_before"])), log[-3000:]
+    assert rerun == Counter({t.output_name for t in paused_targets} - skipped), log[-3000:]
