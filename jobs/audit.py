@@ -86,8 +86,9 @@ def target_fields(target: Any) -> tuple[str, str, str]:
 
 
 def client_ip(request) -> str | None:
-    """The peer's address as Django got it (REMOTE_ADDR). Forwarded-for headers are not trusted:
-    any client can write them. Behind a proxy, let the proxy's middleware set REMOTE_ADDR."""
+    """The client's address as Django got it (REMOTE_ADDR). Forwarded-for headers are not read
+    here: any client can write them. Behind nginx, the web server sets REMOTE_ADDR from them only
+    for requests from FFP_TRUSTED_PROXIES (portal/server.py)."""
     if request is None:
         return None
     raw = (getattr(request, "META", {}) or {}).get("REMOTE_ADDR") or ""

@@ -242,9 +242,12 @@ def build_config(host: str, port: int, processes: int = 1) -> PortalConfig:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         # Channels' router has no lifespan protocol.
         lifespan="off",
-        # X-Forwarded-For is not trusted (jobs.audit.client_ip): uvicorn would believe it from
-        # 127.0.0.1, i.e. from any local client, and the login limits count by address.
-        proxy_headers=False,
+        # X-Forwarded-For and -Proto are believed only from the proxies the admin named
+        # (FFP_TRUSTED_PROXIES): they become the client's address (REMOTE_ADDR: the audit log, the
+        # login limits) and the scheme (https: secure cookies, CSRF), for pages and WebSockets
+        # alike. Unset, nothing is: uvicorn's own default would believe 127.0.0.1, i.e. any local client.
+        proxy_headers=bool(settings.TRUSTED_PROXIES),
+        forwarded_allow_ips=list(settings.TRUSTED_PROXIES),
         server_header=False,
     )
 

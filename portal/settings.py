@@ -67,6 +67,27 @@ ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,l
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
+
+def _trusted_proxies(value: str) -> list[str]:
+    """FFP_TRUSTED_PROXIES: the addresses (or networks) of the reverse proxies in front of the web
+    processes, comma-separated, e.g. "127.0.0.1" for nginx on the same server. Only a request that
+    comes from one of them has its X-Forwarded-For and X-Forwarded-Proto believed (the client's
+    address in the audit log and the login limits, https for secure cookies); from anyone else the
+    headers are ignored, since any client can write them. Empty (the default): none is trusted."""
+    import ipaddress
+
+    entries = [v.strip() for v in value.split(",") if v.strip()]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(f"FFP_TRUSTED_PROXIES holds {entry!r}, which is not an IP address or network "
+                                       "(write addresses such as 127.0.0.1 or 10.0.0.0/24, comma-separated)") from None
+    return entries
+
+
+TRUSTED_PROXIES = _trusted_proxies(os.environ.get("FFP_TRUSTED_PROXIES", ""))
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",

@@ -51,3 +51,23 @@ def test_the_config_sets_the_websocket_message_limit_and_the_processes_explicitl
     assert config.ws_max_size == server.WS_MAX_MESSAGE_BYTES < 16 * 1024 * 1024
     assert config.ws_max_queue == server.WS_MAX_QUEUED_MESSAGES
     assert config.workers == 2
+
+
+def test_forwarded_headers_are_believed_only_from_the_named_proxies(settings):
+    settings.TRUSTED_PROXIES = []
+    config = server.build_config("127.0.0.1", 8000)
+    assert config.proxy_headers is False  # unset: not even 127.0.0.1 (any local client could forge them)
+    settings.TRUSTED_PROXIES = ["127.0.0.1", "10.0.0.0/24"]
+    config = server.build_config("127.0.0.1", 8000)
+    assert config.proxy_headers is True and config.forwarded_allow_ips == ["127.0.0.1", "10.0.0.0/24"]
+
+
+def test_a_trusted_proxy_that_is_not_an_address_stops_the_start_with_what_to_write():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from portal.settings import _trusted_proxies
+
+    assert _trusted_proxies(" 127.0.0.1, ::1 ,10.0.0.0/24,") == ["127.0.0.1", "::1", "10.0.0.0/24"]
+    assert _trusted_proxies("") == []
+    with pytest.raises(ImproperlyConfigured, match="nginx.example.org.*not an IP address"):
+        _trusted_proxies("127.0.0.1,nginx.example.org")
