@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: system venv test test-postgres test-worker bench up clean screenshots prod-shape
+.PHONY: system venv test test-sqlite test-worker bench up clean screenshots prod-shape
 
 system:
 	bash scripts/install-system.sh
@@ -14,10 +14,10 @@ venv:
 test: system venv
 	bash scripts/test.sh $(PYTEST_ARGS)
 
-# The whole portal suite on PostgreSQL (make test runs the database-sensitive part of it there).
-test-postgres: system venv
-	bash scripts/postgres.sh
-	. scripts/cluster/env.sh && DATABASE_URL=$$(<"$$FFP_STATE/secrets/postgres-url") bash scripts/test.sh tests/portal
+# Every test on SQLite, make up's database (make test runs them on PostgreSQL, and the
+# database-sensitive part of the portal suite on SQLite too).
+test-sqlite: system venv
+	FFP_TEST_DATABASE=sqlite bash scripts/test.sh tests
 
 test-worker: venv
 	$(PY) -m pytest tests/worker $(PYTEST_ARGS)

@@ -12,12 +12,12 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from jobs.models import ClusterProfile, Job, JobStatus, TargetStatus
 from tests.e2e import faults
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
+from tests.e2e.test_browser_live import _test_database_url
 from tests.e2e.test_end_to_end import start
 
 FINAL = {JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.LOST}
@@ -184,12 +184,6 @@ def test_slurmd_killed_mid_task_keeps_the_task_and_the_truth(api, local, folder,
     assert slurm_ids(job) == {first}
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    assert connection.vendor == "sqlite" and not connection.is_in_memory_db(), "needs the file test database"
-    return f"sqlite:///{os.path.abspath(db['NAME'])}"
-
-
 def test_a_restarted_watcher_resumes_from_stored_slurm_ids(api, local, folder, redis_queue, settings):
     fill(folder, {f"g{i:02d}.jpg": SAMPLES / "t1.jpg" for i in range(6)})
     job = start(api, folder, template="cpu-small")
@@ -199,7 +193,7 @@ def test_a_restarted_watcher_resumes_from_stored_slurm_ids(api, local, folder, r
     assert first, job.error
     with faults.a_task_paused_mid_work(first):  # the job cannot end before this watcher has seen it run
         job = watch_until(job, {JobStatus.RUNNING})  # this "watcher" then dies
-    env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL,
+    env = {**os.environ, "DATABASE_URL": _test_database_url(), "REDIS_URL": settings.REDIS_URL,
            "MEDIA_ROOT": str(settings.MEDIA_ROOT)}
     deadline = time.monotonic() + 600
     runs = 0
