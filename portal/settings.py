@@ -171,6 +171,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": os.environ.get("TEST_DATABASE_NAME") or str(VAR_DIR / f"test-portal-{os.getpid()}.sqlite3")
     }
+elif os.environ.get("TEST_DATABASE_NAME"):
+    # Two test runs side by side on one PostgreSQL (scripts/test.sh) need two test databases.
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -15,27 +15,55 @@ export PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=portal.settings
 mkdir -p artifacts
 postgres_url=$(<"$FFP_STATE/secrets/postgres-url")
 set +e
+pytest() { .venv/bin/python -m pytest "$@"; }
 # Every test runs on PostgreSQL, the production database (docs/deploy.md): the portal, the cluster,
 # the worker and the end-to-end suites. FFP_TEST_DATABASE=sqlite runs them on SQLite instead.
-if [ "${FFP_TEST_DATABASE:-postgres}" = sqlite ]; then
-  .venv/bin/python -m pytest "$@"
+main_pytest() {
+  if [ "${FFP_TEST_DATABASE:-postgres}" = sqlite ]; then
+    pytest "$@"
+  else
+    DATABASE_URL=$postgres_url pytest "$@"
+  fi
+}
+if [ $# -gt 0 ]; then
+  # Chosen files: run once, as asked.
+  main_pytest "$@"
+  rc=$?
 else
-  DATABASE_URL=$postgres_url .venv/bin/python -m pytest "$@"
-fi
-rc=$?
-# A whole run (no arguments): the portal tests where the database matters run once more on SQLite,
-# the database of `make up`'s single-machine demo, whose locks and types differ (IMMEDIATE
-# transactions stand in for row locks in the race tests). A run of chosen files runs them once.
-if [ $# -eq 0 ]; then
+  # A whole run, in two pytest processes side by side. Most of the end-to-end and cluster suites'
+  # time is waiting for Slurm, sshd and the browser, so the suites that need no Slurm job (portal,
+  # worker) run meanwhile, each with its own Redis database and its own test database; their output
+  # follows this one's. The side run then runs the portal tests where the database matters once
+  # more on SQLite, the database of `make up`'s demo, whose locks and types differ (IMMEDIATE
+  # transactions stand in for row locks in the race tests).
   shopt -s nullglob
   db_tests=(tests/portal/test_*race*.py tests/portal/test_migrations.py tests/portal/test_quotas*.py
             tests/portal/test_bookings_*.py tests/portal/test_api_*.py tests/portal/test_lifecycle.py
             tests/portal/test_watcher*.py tests/portal/test_retention.py tests/portal/test_audit.py
             tests/portal/test_gallery.py tests/portal/test_big_job.py tests/portal/test_accounting.py
             tests/portal/test_uploads_tus.py tests/portal/test_start_*.py tests/portal/test_webhooks.py)
-  .venv/bin/python -m pytest "${db_tests[@]}"
-  sqlite_rc=$?
-  [ "$rc" -ne 0 ] || rc=$sqlite_rc
+  side_log=artifacts/test-side-run.log
+  (
+    export REDIS_URL="$FFP_REDIS_BASE/13"
+    # SQLite's test database is a file per process already; PostgreSQL's needs a name of its own.
+    [ "${FFP_TEST_DATABASE:-postgres}" = sqlite ] || export TEST_DATABASE_NAME=test_ffportal_side
+    main_pytest tests/portal tests/worker tests/test_architecture.py
+    side_rc=$?
+    unset TEST_DATABASE_NAME
+    pytest "${db_tests[@]}"
+    sqlite_rc=$?
+    [ "$side_rc" -ne 0 ] || side_rc=$sqlite_rc
+    exit "$side_rc"
+  ) >"$side_log" 2>&1 &
+  side=$!
+  main_pytest tests --ignore=tests/portal --ignore=tests/worker \
+    --ignore=tests/test_architecture.py
+  rc=$?
+  wait "$side"
+  side_rc=$?
+  echo "===== the side run (tests/portal, tests/worker; then the database tests on SQLite): $side_log ====="
+  cat "$side_log"
+  [ "$rc" -ne 0 ] || rc=$side_rc
 fi
 set -e
 # pytest's 5 means "no tests ran": that is a failure here, never a silent pass.
