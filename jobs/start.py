@@ -26,7 +26,7 @@ from cluster import PathNotAllowed, check_in_roots
 from worker.choices import FACE_SELECTORS
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
 
-from jobs import audit, tasks, upload_store
+from jobs import audit, safety, tasks, upload_store
 from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
 from jobs.booking_use import usable_booking
 from jobs.priority import qos_for
@@ -74,6 +74,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
             check_face(f)
         except UploadRejected as exc:
             problems.append(("source", _("Source %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
+    safety.screen_start_sources(user, sources, sent_sources, problems, request)  # when the content check is on
     for f in target_files:
         try:
             check_upload(f, kind="media")

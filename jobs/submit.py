@@ -29,7 +29,7 @@ from worker.manifest import EngineOptions, Manifest, default_output_name, make_c
 from worker.manifest import Target as ManifestTarget
 from worker.modelset import ModelPin
 
-from jobs import attempts, lifecycle
+from jobs import attempts, lifecycle, safety
 from jobs.live.protocol import publish_job
 from jobs.ops import metrics as ops_metrics
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
@@ -216,6 +216,7 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         target_roots=tuple(job.cluster.target_roots),
         # Issue 14: the template's visible watermark and pinned model set, as frozen at Start.
         watermark=snap.watermark, models=ModelPin.from_dict(snap.model_set) if snap.model_set else None,
+        safety=safety.manifest_spec(),  # the content check of every result, when an admin turned it on
     )
     runner.put_bytes(manifest.dumps().encode(), folder.manifest)
 

@@ -23,6 +23,7 @@ WORDS = {
     "too_many_pixels": gettext_noop("%(name)s has %(megapixels)s megapixels, over the limit of %(limit)s; "
                                     "scale it down and try again"),
     "out_of_memory": gettext_noop("ran out of memory on this file; try a smaller one or a template with more memory"),
+    "held_back": gettext_noop("the result was held back by the content check and deleted; it is not delivered"),
     "stopped_with_task": gettext_noop("stopped before it was finished: its batch hit the time limit or was cancelled"),
 }
 

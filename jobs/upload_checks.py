@@ -20,6 +20,7 @@ from PIL import Image, ImageOps
 from worker.facecheck import CHECK_MAX_SIDE, face_crop_box, find_faces
 from worker.video import probe_video
 
+from jobs import safety
 from jobs.errors import UploadRejected
 from jobs.models import Upload, UploadKind, UploadStatus
 from jobs.uploads import check_upload
@@ -76,6 +77,7 @@ def _check_image(upload: Upload) -> dict:
     crop = face_crop_box(faces[0], w, h)
     _save_preview(picture.crop(crop), upload.preview_path)
     info["faces"] = len(faces)
+    info.update(safety.screen_upload(upload, picture))  # the optional content check (issue 14)
     # where the face is, as fractions of the picture (the same whatever size it is shown at)
     info["face_box"] = [round(v, 4) for v in (crop[0] / w, crop[1] / h, crop[2] / w, crop[3] / h)]
     return info

@@ -17,5 +17,9 @@ echo "python env: building .venv"
 # insightface declares opencv-python and onnxruntime; with its deps it would install a second
 # cv2 and (next to onnxruntime-gpu) clobber the GPU runtime. Its real needs are already in.
 .venv/bin/pip install -q --disable-pip-version-check --no-deps -r worker/requirements-nodeps.txt
-.venv/bin/python -c "import cv2, onnxruntime, dlib, insightface.model_zoo, django, paramiko" 
+# The content check's model (optional on a server, AGPL-3.0: docs/content-safety.md) is in this
+# checkout's environment so that its tests run it for real; it is off until an admin turns it on.
+# Without its dependencies: it declares onnxruntime and OpenCV builds of its own.
+.venv/bin/pip install -q --disable-pip-version-check --no-deps -r requirements-safety.txt
+.venv/bin/python -c "import cv2, onnxruntime, dlib, insightface.model_zoo, django, paramiko, nudenet"
 echo "$want" > "$stamp"

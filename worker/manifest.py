@@ -15,7 +15,8 @@ A manifest is a JSON file written by the portal next to the job's inputs:
       "target_roots": ["/storage/shared"],        # version 2 only, optional (see below)
       "watermark": "Made with AI",                # version 2 only, optional: visible text in a corner
       "models": {"set": "...", "folder": "/abs/models", "files": [{"name": ..., "sha256": ...}]}
-    }                                             # version 2 only, optional: `worker.modelset`
+      "safety": {"plugin": "nudenet", "refuse": [...], "min_score": 0.5}
+    }                                             # version 2 only, optional: `worker.modelset`, `worker.safety`
 
 Relative paths in `sources`, `targets[].path` and `output_dir` are resolved against the manifest's
 own folder, so a staged job folder can move as a whole. Outputs are written to
@@ -53,6 +54,7 @@ from .choices import ENGINE_NAMES, FACE_SELECTORS, FaceSelector  # noqa: F401 - 
 from .errors import ManifestError
 from .layout import OutputFolder
 from .modelset import ModelPin
+from .safety import SafetySpec
 
 #: the newest manifest version this worker reads and writes (`Manifest.version` says which one a
 #: manifest is written as); READABLE_VERSIONS are those it reads
@@ -116,12 +118,15 @@ class Manifest:
     watermark: str = ""
     #: the model set the template is pinned to (None: the node's models folder, any verified file)
     models: ModelPin | None = None
+    #: the content check every output gets before it is delivered (None: off; `worker.safety`)
+    safety: SafetySpec | None = None
 
     @property
     def version(self) -> int:
         """The version this manifest is written as: 2 only when it needs to be (it has target roots,
         a watermark or a model pin)."""
-        return 2 if self.target_roots is not None or self.watermark or self.models is not None else 1
+        return 2 if (self.target_roots is not None or self.watermark or self.models is not None
+                     or self.safety is not None) else 1
 
     # -- derived paths -------------------------------------------------------------------------
     @property
@@ -165,6 +170,8 @@ class Manifest:
             data["watermark"] = self.watermark
         if self.models is not None:
             data["models"] = self.models.to_dict()
+        if self.safety is not None:
+            data["safety"] = self.safety.to_dict()
         return data
 
     def dumps(self) -> str:
@@ -188,7 +195,7 @@ class Manifest:
             )
         known_fields = {"version", "job", "sources", "targets", "chunks", "output_dir", "engine"}
         if version >= 2:
-            known_fields |= {"target_roots", "watermark", "models"}
+            known_fields |= {"target_roots", "watermark", "models", "safety"}
         unknown = set(data) - known_fields
         if unknown:
             raise ManifestError(f"unknown manifest field(s) for version {version}: {', '.join(sorted(unknown))}")
@@ -259,6 +266,7 @@ class Manifest:
             target_roots=_target_roots(data["target_roots"]) if "target_roots" in data else None,
             watermark=_watermark(data.get("watermark", "")),
             models=ModelPin.from_dict(data["models"]) if data.get("models") is not None else None,
+            safety=SafetySpec.from_dict(data["safety"]) if data.get("safety") is not None else None,
         )
 
     @classmethod

@@ -20,6 +20,7 @@ from .modelset import engine_models, verify_pinned
 from .process import Outcome, build_swapper, process_target
 from .progress import ProgressWriter, TargetRecord, TaskProgress
 from .provenance import label_for
+from .safety import load_checker, screen_output
 from .signals import Terminated
 from .targetfile import allowed_folders, open_target
 
@@ -111,6 +112,8 @@ def run_task(cfg: TaskConfig) -> int:
             registry, models_dir = verify_pinned(m.models, registry), m.models.folder
         engine = load_engine(m.engine.name, models_dir, registry)
         swapper = build_swapper(engine, list(m.sources), m.engine, label=label_for(m.job), watermark=m.watermark)
+        # The content check (issue 14), when the portal asks for one: loaded once, like the engine.
+        checker = load_checker(m.safety) if m.safety is not None else None
     except WorkerError as exc:
         # Every target of the chunk is marked failed with the one reason, so the portal shows it.
         for i in chunk:
@@ -141,7 +144,8 @@ def run_task(cfg: TaskConfig) -> int:
         poster = Path(m.output_folder.poster(target.output))
 
         def on_frames(done: int, total: int | None, rec=rec, t1=t1, poster=poster) -> None:
-            rec.poster = rec.poster or poster.is_file()  # written by the video before its first report
+            # written by the video before its first report; with the content check on, frames are shown checked only
+            rec.poster = checker is None and (rec.poster or poster.is_file())
             writer.report_frames(rec, done, total, time.perf_counter() - t1)
 
         try:
@@ -155,6 +159,8 @@ def run_task(cfg: TaskConfig) -> int:
             rec.stop_with_task(seconds=round(time.perf_counter() - t1, 3))
             writer.finish()
             raise
+        # Checked before the record says done: the portal fetches only outputs its record calls done.
+        outcome = screen_output(checker, m.safety, outcome, out_path, target.is_video, poster)
         rec.status, rec.message, rec.code, rec.params = outcome.status, outcome.message, outcome.code, outcome.params
         rec.faces_found, rec.faces_swapped = outcome.faces_found, outcome.faces_swapped
         rec.seconds = round(time.perf_counter() - t1, 3)

@@ -11,6 +11,7 @@ from jobs.models.priority import GroupPriority, QosLevel
 from jobs.models.preferences import EmailNotice, NoticeKind, NoticeStatus, NotificationPreference
 from jobs.models.quota import Quota
 from jobs.models.retention import RetentionPolicy
+from jobs.models.safety import SafetyPolicy
 from jobs.models.model_set import ModelSet
 from jobs.models.snapshot import TemplateSnapshot
 from jobs.models.template import Template
@@ -22,5 +23,5 @@ from jobs.models.webhook import DeliveryState, WebhookDelivery, WebhookSecret
 __all__ = ["ApiToken", "Approval", "AuditEntry", "Booking", "BookingPolicy", "BookingState", "GpuType",
            "StartChoice", "capability_tuple", "ClusterProfile", "EmailNotice", "GroupPriority", "QosLevel", "Job", "JobAttempt", "JobStatus", "NoticeKind",
            "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Template",
-           "TemplateSnapshot", "Upload", "UploadKind", "UploadPolicy", "UploadStatus", "UsageRecord", "RetentionPolicy", "ModelSet",
+           "TemplateSnapshot", "Upload", "UploadKind", "UploadPolicy", "UploadStatus", "UsageRecord", "RetentionPolicy", "SafetyPolicy", "ModelSet",
            "DeliveryState", "WebhookDelivery", "WebhookSecret"]

@@ -14,15 +14,15 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import lifecycle, tasks
+from jobs import lifecycle, safety, tasks
 from jobs.live.protocol import Publisher
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
 from jobs.attempts import retry_note
 from jobs.retry import auto_retry
 from jobs.usage.accounting import charge_job
 from jobs.watcher.decide import (
-    ClearError, Decision, EndAttempt, ExpectedStart, FetchOutputs, FetchPosters, JobMove, JobRow, TargetChange, TargetRow,
-    TaskChange, TaskRow,
+    ClearError, Decision, EndAttempt, ExpectedStart, FetchOutputs, FetchPosters, HeldBack, JobMove, JobRow, TargetChange,
+    TargetRow, TaskChange, TaskRow,
 )
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,8 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
                 setattr(target, k, v)
             pub.output(job, target)
             targets_changed = shown = True
+        elif isinstance(change, HeldBack):
+            safety.audit_held_back(job, change.index, change.labels)
         elif isinstance(change, FetchOutputs):
             Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
             tasks.enqueue_output_fetch(job, list(change.indexes))

@@ -46,6 +46,7 @@ from django.utils.translation import gettext  # the job's language: the caller a
 from cluster import SlurmTask
 from cluster import states as slurm_states
 from worker.progress import TaskProgress
+from worker.safety import HELD_BACK
 
 from jobs.target_words import target_message
 
@@ -144,6 +145,14 @@ class TaskChange:
 class TargetChange:
     index: int
     fields: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldBack:
+    """A result the worker's content check refused and deleted: audited once, as its target fails."""
+
+    index: int
+    labels: tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -350,6 +359,8 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
             new = {k: v for k, v in fields.items() if getattr(target, k) != v}
             if new:
                 changes.append(TargetChange(rec.index, new))
+                if new.get("status") == "failed" and getattr(rec, "code", "") == HELD_BACK:
+                    changes.append(HeldBack(rec.index, tuple((getattr(rec, "params", None) or {}).get("labels") or ())))
                 targets[rec.index] = dataclasses.replace(target, **new)
             if rec.status == "running" and getattr(rec, "poster", False) and _may_ask(targets[rec.index], now):
                 posters.append(rec.index)
