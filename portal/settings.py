@@ -171,9 +171,23 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": os.environ.get("TEST_DATABASE_NAME") or str(VAR_DIR / f"test-portal-{os.getpid()}.sqlite3")
     }
-elif os.environ.get("TEST_DATABASE_NAME"):
-    # Two test runs side by side on one PostgreSQL (scripts/test.sh) need two test databases.
-    DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # DATABASE_POOL_MAX > 0: each process keeps at most that many PostgreSQL connections, in a pool
+    # (psycopg_pool, through Django's "pool" option). Without it an ASGI process held one persistent
+    # connection per thread that had ever touched the database (Channels and sync views run in
+    # thread pools): 10 to 11 each, open for good (seen on a fresh server, docs/deploy.md). A
+    # connection goes back to the pool when a request or a consumer's call ends; idle extras close
+    # after a minute; a thread waits up to 10 s for a free one.
+    DATABASE_POOL_MAX = envint("DATABASE_POOL_MAX", "0")
+    if DATABASE_POOL_MAX < 0:
+        raise ImproperlyConfigured("DATABASE_POOL_MAX must be 0 (no pool) or more")
+    if DATABASE_POOL_MAX:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool asks for it: "closing" returns to the pool
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1, "max_size": DATABASE_POOL_MAX, "max_idle": 60, "timeout": 10}
+    if os.environ.get("TEST_DATABASE_NAME"):
+        # Two test runs side by side on one PostgreSQL (scripts/test.sh) need two test databases.
+        DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

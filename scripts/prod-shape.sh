@@ -123,7 +123,6 @@ install -d -m 755 "$DIR"
 install -d -m 700 "$RUN"
 rm -rf "$VAR/log"
 install -d -m 700 -o "$WEB" -g "$WEB" "$VAR" "$VAR/log" "$VAR/secrets" "$VAR/media" "$VAR/static" "$VAR/prometheus"
-rm -f "$VAR"/prometheus/*
 install -m 600 -o "$WEB" -g "$WEB" "$FFP_SSH_KEY" "$VAR/secrets/cluster_key"
 install -m 600 -o "$WEB" -g "$WEB" "$FFP_SSH_KNOWN_HOSTS" "$VAR/secrets/cluster_known_hosts"
 
@@ -143,10 +142,11 @@ metrics_token=$(secret 32)
   echo "MEDIA_ROOT=$VAR/media"
   echo "STATIC_ROOT=$VAR/static"
   echo "DATABASE_URL=postgres://ffportal:$pg_pw@127.0.0.1:5432/$PG_DB"
-  # The tests' Redis database (15), behind the local cluster's Redis password. The shape's RQ
+  # The tests' Redis database (15), behind the local cluster's Redis password, as the user with a
+  # server's permissions (deploy/redis/redis.conf.in; docs/deploy.md, step 7). The shape's RQ
   # workers take whatever is queued there: while another test run shares the database, they
   # may take (and fail, "no such job") its submissions; FFP_PROD_REDIS_DB gives the shape its own.
-  echo "REDIS_URL=$FFP_REDIS_BASE/${FFP_PROD_REDIS_DB:-15}"
+  echo "REDIS_URL=redis://$FFP_REDIS_USER-service:$(<"$FFP_REDIS_PASSWORD_FILE")@127.0.0.1:$FFP_REDIS_PORT/${FFP_PROD_REDIS_DB:-15}"
   echo "METRICS_TOKEN=$metrics_token"
   echo "PROMETHEUS_MULTIPROC_DIR=$VAR/prometheus"
   echo "FFP_SSH_KEY=$VAR/secrets/cluster_key"
@@ -209,6 +209,13 @@ CONF
 nginx -t -q -c "$ng/nginx.conf"
 # nginx's daemon keeps the stderr it was given: not this script's (a caller waiting for its end).
 nginx -c "$ng/nginx.conf" </dev/null >/dev/null 2>>"$ng/log/error.log"
+
+# --- the metrics folder emptied, by the oneshot unit's own command, as systemd runs it first ----
+# (its ExecStart's ${PROMETHEUS_MULTIPROC_DIR} is the environment file's, as systemd expands it)
+reset=$(unit_value "$UNITS/ffportal-metrics-reset.service" ExecStart)
+reset=${reset//'${PROMETHEUS_MULTIPROC_DIR}'/$VAR/prometheus}
+read -r -a reset_argv <<<"$reset"
+setpriv --reuid="$WEB" --regid="$WEB" --init-groups -- "${reset_argv[@]}"
 
 # --- the portal's processes, with the units' command lines --------------------------------------
 for port in "${ASGI_PORTS[@]}"; do start_unit ffportal-asgi@.service "$port"; done

@@ -180,6 +180,63 @@ def test_the_processes_are_the_units_command_lines_as_the_service_user(shape):
         environ = dict(v.split("=", 1) for v in (proc / "environ").read_bytes().decode().split("\0") if "=" in v)
         assert environ["DEBUG"] == "false" and environ["DATABASE_URL"].startswith("postgres://"), name
         assert environ["SENDFILE_BACKEND"] == "django_sendfile.backends.nginx", name
+        # nginx on this machine is the one proxy whose X-Forwarded-For/-Proto count (docs/security.md)
+        assert environ["FFP_TRUSTED_PROXIES"] == "127.0.0.1", name
+        assert re.match(r"redis://[^:]+-service:", environ["REDIS_URL"]), name
+    # ffportal-metrics-reset.service ran before them: every metrics file is one of these processes'
+    # (files of an earlier run's processes, with their pids, would be added to today's figures).
+    files = list(Path(environ["PROMETHEUS_MULTIPROC_DIR"]).iterdir())
+    owners = {int(m[1]) for f in files if (m := re.search(r"_(\d+)\.db$", f.name))}
+    assert files and owners <= {pid_of(shape, name) for name in processes}, (owners, [f.name for f in files])
+
+
+def test_redis_permissions_are_the_ones_the_deploy_guide_gives():
+    """The shape's processes run with a server's Redis permissions (docs/deploy.md, step 7), so a
+    command the portal needs and the guide forbids fails here first (an RQ worker once died at
+    start on a fresh server for want of `client|list`)."""
+    guide = re.search(r'"user ffportal on >\$rp (~\* &\* [^"]+)"', (REPO / "docs/deploy.md").read_text())
+    conf = re.search(r"^user @USER@-service on >@PASSWORD@ (.+)$", (REPO / "deploy/redis/redis.conf.in").read_text(), re.M)
+    assert guide and conf and guide[1] == conf[1], (guide and guide[1], conf and conf[1])
+
+
+def postgres_connections(pid: int) -> int:
+    """How many TCP connections to PostgreSQL (port 5432) the process holds: its socket inodes
+    matched against the kernel's connection tables."""
+    fd_dir = Path("/proc") / str(pid) / "fd"
+    inodes = set()
+    for fd in fd_dir.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in (Path("/proc") / str(pid) / "net" / table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[2].endswith(":1538") and fields[3] == "01" and fields[9] in inodes:  # 0x1538 = 5432, ESTABLISHED
+                count += 1
+    return count
+
+
+def test_each_process_keeps_at_most_its_pool_of_database_connections(shape):
+    """DATABASE_POOL_MAX (deploy/env.example): without the pool an ASGI process kept a connection
+    for every thread that ever used the database (10 to 11 each on a fresh server), and PostgreSQL
+    refuses connections past max_connections. A burst of requests on both processes at once."""
+    env = dict(line.split("=", 1) for line in (REPO / "deploy/env.example").read_text().splitlines()
+               if line and not line.startswith("#"))
+    limit = int(env["DATABASE_POOL_MAX"])
+
+    def one(i: int) -> int:
+        return api(shape).get(f"{shape['https']}/api/v1/jobs?page={1 + i % 3}", timeout=60).status_code
+
+    with ThreadPoolExecutor(32) as pool:
+        codes = list(pool.map(one, range(160)))
+    assert codes.count(200) == len(codes), sorted(set(codes))
+    held = {unit: postgres_connections(pid_of(shape, unit))
+            for unit in [f"ffportal-asgi@{port}" for port in shape["asgi_ports"]] + ["ffportal-watcher"]}
+    assert all(1 <= n <= limit for n in held.values()), (held, limit)
 
 
 def test_plain_http_is_sent_to_https(shape):
