@@ -81,6 +81,9 @@ DEFAULT_REGISTRY: dict[str, ModelSpec] = {
 }
 #: detector, recogniser, swapper: what the insightface engine loads, in that order
 INSIGHTFACE_MODELS: tuple[str, ...] = ("det_10g", "w600k_r50", "inswapper_128")
+#: the optional face enhancer (worker/engines/enhancer.py): no built-in entry, since its weights are the
+#: admin's choice; the registry JSON names its file, url and sha256, and the engine uses it when present
+ENHANCER_MODEL = "face_enhancer"
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,24 @@ def verify_models(models_dir, names: Iterable[str], registry=None) -> dict[str, 
             f"or copy the file into {folder}"
         )
     return {s.name: s.path for s in states}
+
+
+def optional_model(models_dir, name: str, registry=None) -> Path | None:
+    """The verified path of an optional model, or None when it is not registered or its file is absent.
+
+    A file that is there but fails its size or SHA-256 check raises ModelError: someone installed
+    the wrong bytes, and running without it would hide that.
+    """
+    folder, registry = _resolve(models_dir, registry)
+    if name not in registry:
+        return None
+    [state] = check_models(folder, [name], registry)
+    if state.state == "missing":
+        return None
+    if not state.ok:
+        raise ModelError(f"model file {state.path.name} is {state.state} at {state.path} ({state.detail}); "
+                         f"replace it or remove it")
+    return state.path
 
 
 # ---- fetching ---------------------------------------------------------------------------------

@@ -139,9 +139,11 @@ def engine_models(engine, registry: Mapping | None) -> list[dict[str, str]]:
     An engine whose files cannot be hashed records none rather than fail the task."""
     try:
         if engine.name == "insightface":
-            from .models import INSIGHTFACE_MODELS
+            from .models import ENHANCER_MODEL, INSIGHTFACE_MODELS
 
-            return insightface_used(registry, INSIGHTFACE_MODELS)
+            # The optional face enhancer counts when the engine loaded one (an admin installed it).
+            extra = (ENHANCER_MODEL,) if getattr(engine, "enhancer", None) is not None else ()
+            return insightface_used(registry, (*INSIGHTFACE_MODELS, *extra))
         if engine.name == "classic":
             from .engines.classic import MODEL_FILES, models_dir
 

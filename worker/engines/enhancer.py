@@ -1,0 +1,131 @@
+"""The optional face enhancer: a GFPGAN / CodeFormer-style ONNX model run on each swapped face.
+
+It is on when an admin has installed the file and registered it under the name `face_enhancer`
+(`worker.models.ENHANCER_MODEL`) with its SHA-256, like the other models; with no such entry, or the
+file not there, the engine runs without it and says so in the log. A file that is there but does not
+hash to its registered value stops the task (ModelError), as for any other model.
+
+The model's contract (that of GFPGAN 1.4 and CodeFormer as FaceFusion exports them): one float32 input
+1x3x512x512, RGB scaled to [-1, 1], the face aligned to the FFHQ 5-point template; one output of the
+same shape and scale. CodeFormer's extra `weight` input (fidelity, a double) is fed 1.0.
+
+Each face is aligned from its 5 landmarks, enhanced, and pasted back with a soft-edged mask, touching
+only the rectangle the aligned crop covers: the rest of the image keeps its exact bytes, and the cost
+follows the face's size, not the photo's.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..errors import ModelError
+
+log = logging.getLogger("worker.engines.enhancer")
+
+SIZE = 512
+#: FFHQ 5-point template (eyes, nose tip, mouth corners) as fractions of the crop, FaceFusion's `ffhq_512`
+FFHQ_TEMPLATE = np.array([
+    [0.37691676, 0.46864664], [0.62285697, 0.46912813], [0.50123859, 0.61331904],
+    [0.39308822, 0.72541100], [0.61150205, 0.72490465],
+], np.float32)
+#: share of the enhanced face in the result (FaceFusion's default face_enhancer_blend is 80)
+DEFAULT_BLEND = 0.8
+#: the mask's soft edge, as a fraction of the crop's half-width (FaceFusion's default face_mask_blur 0.3)
+MASK_BLUR = 0.3
+#: CodeFormer's fidelity input: 1.0 keeps the most of the input face
+CODEFORMER_WEIGHT = 1.0
+
+
+def soft_box_mask(size: int = SIZE, blur: float = MASK_BLUR) -> np.ndarray:
+    """A float32 size x size mask: 0 on the border, rising smoothly to 1 over `blur` of the half-width.
+
+    Exactly 0 at the edge (a blurred box never quite gets there), so the crop's own border, where the
+    warp repeated edge pixels, never shows and leaves no seam.
+    """
+    ramp = max(size * 0.5 * blur, 1.0)
+    edge = np.minimum(np.arange(size), np.arange(size)[::-1]).astype(np.float32)  # distance to the border
+    t = np.clip(edge / np.float32(ramp), 0.0, 1.0)
+    line = t * t * (3.0 - 2.0 * t)  # smoothstep: no kink where the ramp meets the flat middle
+    return np.minimum(line[:, None], line[None, :]).astype(np.float32)
+
+
+def paste_back(image: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: np.ndarray,
+               blend: float = 1.0) -> np.ndarray:
+    """`image` with `crop` (aligned by `matrix`, image -> crop) blended back under `mask` * `blend`.
+
+    Works on the bounding rectangle of the crop's footprint only; pixels outside it, and inside it
+    where the mask is 0, keep their exact values. `image` is not modified.
+    """
+    h, w = image.shape[:2]
+    inverse = cv2.invertAffineTransform(matrix)
+    ch, cw = crop.shape[:2]
+    corners = np.array([[0, 0, 1], [cw, 0, 1], [0, ch, 1], [cw, ch, 1]], np.float64) @ inverse.T
+    x0, y0 = (max(0, int(np.floor(v))) for v in corners.min(axis=0))
+    x1, y1 = (int(np.ceil(v)) for v in corners.max(axis=0))
+    x1, y1 = min(w, x1), min(h, y1)
+    out = image.copy()
+    if x1 <= x0 or y1 <= y0:
+        return out
+    shifted = inverse.copy()
+    shifted[:, 2] -= (x0, y0)
+    size = (x1 - x0, y1 - y0)
+    face = cv2.warpAffine(crop, shifted, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    alpha = cv2.warpAffine(mask, shifted, size, flags=cv2.INTER_LINEAR, borderValue=0.0)
+    alpha = (np.clip(alpha, 0.0, 1.0) * np.float32(blend))[:, :, None]
+    roi = out[y0:y1, x0:x1].astype(np.float32)
+    mixed = roi + alpha * (face.astype(np.float32) - roi)  # alpha 0 -> exactly roi
+    out[y0:y1, x0:x1] = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
+    return out
+
+
+class FaceEnhancer:
+    """One ONNX session, loaded once per task; `enhance` improves one face of an image."""
+
+    def __init__(self, path: str | Path, providers: list[str], blend: float = DEFAULT_BLEND):
+        import onnxruntime
+
+        try:
+            self.session = onnxruntime.InferenceSession(str(path), providers=list(providers))
+        except Exception as exc:  # onnxruntime raises its own types for unloadable graphs
+            raise ModelError(f"face enhancer {Path(path).name} at {path} could not be loaded: {exc}") from exc
+        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
+        self._input = inputs[0].name
+        self._extra = {}
+        for extra in inputs[1:]:
+            if extra.name != "weight":
+                raise ModelError(f"face enhancer {Path(path).name} has an input {extra.name!r} it cannot be given; "
+                                 f"expected one image input (and CodeFormer's `weight`)")
+            self._extra[extra.name] = np.array([CODEFORMER_WEIGHT], np.float64)
+        for what, arg in (("input", inputs[0]), ("output", outputs[0])):
+            if not _is_face_tensor(arg.shape):
+                raise ModelError(f"face enhancer {Path(path).name}: {what} {arg.name!r} has shape {arg.shape}, "
+                                 f"expected 1x3x{SIZE}x{SIZE}")
+        self.blend = float(blend)
+        self.mask = soft_box_mask()
+        self.device = self.session.get_providers()[0]
+
+    def enhance(self, image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
+        """`image` (BGR uint8) with the face at these 5 landmarks enhanced; `image` is not modified."""
+        kps = np.asarray(landmarks, np.float32).reshape(5, 2)
+        matrix, _ = cv2.estimateAffinePartial2D(kps, FFHQ_TEMPLATE * SIZE, method=cv2.RANSAC,
+                                                ransacReprojThreshold=100)
+        if matrix is None:  # degenerate landmarks (all on one point): nothing sensible to enhance
+            return image.copy()
+        crop = cv2.warpAffine(image, matrix, (SIZE, SIZE), flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REPLICATE)
+        blob = crop[:, :, ::-1].astype(np.float32) / np.float32(127.5) - np.float32(1.0)
+        blob = np.ascontiguousarray(blob.transpose(2, 0, 1)[None])
+        pred = self.session.run(None, {self._input: blob, **self._extra})[0][0]
+        pred = (np.clip(pred, -1.0, 1.0) + 1.0) * 127.5
+        enhanced = np.clip(np.rint(pred.transpose(1, 2, 0)[:, :, ::-1]), 0, 255).astype(np.uint8)
+        return paste_back(image, enhanced, matrix, self.mask, self.blend)
+
+
+def _is_face_tensor(shape) -> bool:
+    """1x3x512x512, any dimension but the channels may be symbolic (a str or None)."""
+    if len(shape) != 4:
+        return False
+    want = (1, 3, SIZE, SIZE)
+    return shape[1] == 3 and all(not isinstance(d, int) or d == v for d, v in zip(shape, want))
