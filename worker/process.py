@@ -20,6 +20,7 @@ from .errors import TargetError
 from .imageio import load_image, part_path, save_image
 from .manifest import VIDEO_EXTENSIONS, EngineOptions
 from .selection import select_faces
+from .tracking import SteadyFaces, decide
 
 
 @dataclass
@@ -45,10 +46,22 @@ class Swapper:
     label: dict | None = None
     #: the template's visible watermark text ("": none)
     watermark: str = ""
+    #: videos: track faces across frames and smooth them (`worker.tracking`); off only to measure
+    steady_video: bool = True
 
-    def swap_frame(self, image: np.ndarray) -> tuple[np.ndarray, int, int]:
-        """(new image, faces found, faces swapped) for one picture or video frame."""
+    def video_state(self) -> SteadyFaces | None:
+        """A fresh per-video memory of the faces seen so far, or None when videos are not steadied."""
+        return SteadyFaces() if self.steady_video else None
+
+    def swap_frame(self, image: np.ndarray, steady: SteadyFaces | None = None) -> tuple[np.ndarray, int, int]:
+        """(new image, faces found, faces swapped) for one picture or video frame.
+
+        `steady`: the video's `video_state()`, given frame after frame in order: each person is then
+        decided once for the whole clip and swapped at their smoothed landmarks.
+        """
         faces = self.engine.detect(image)
+        if steady is not None:
+            return self._swap_steady(image, faces, steady)
         chosen = select_faces(
             self.engine, image, faces, self.options.face_selector, self.reference, self.options.reference_distance
         )
@@ -56,17 +69,32 @@ class Swapper:
             return image, len(faces), 0
         return self.engine.swap(image, chosen, self.identity), len(faces), len(chosen)
 
+    def _swap_steady(self, image: np.ndarray, faces: list, steady: SteadyFaces) -> tuple[np.ndarray, int, int]:
+        items = steady.update(faces, image)
+        o = self.options
+        chosen = decide(items, o.face_selector,
+                        lambda new: select_faces(self.engine, image, new, o.face_selector, self.reference,
+                                                 o.reference_distance))
+        # a person held through a frame the detector missed is still on screen: counted as found
+        found = len(faces) + sum(1 for it in items if it.detected is None)
+        if not chosen:
+            return image, found, 0
+        return self.engine.swap(image, chosen, self.identity), found, len(chosen)
 
-def _frame_fn(swapper: Swapper) -> Callable[[np.ndarray], tuple[np.ndarray, int, int]]:
-    """`swapper.swap_frame`, with the watermark drawn on every result when the job has one.
+
+def _frame_fn(swapper: Swapper,
+              steady: SteadyFaces | None = None) -> Callable[[np.ndarray], tuple[np.ndarray, int, int]]:
+    """`swapper.swap_frame`, with the watermark drawn on every result when the job has one, and the
+    video's `steady` state passed along when there is one.
     (Read with getattr: tests hand in stand-in swappers that have only `swap_frame`.)"""
     text = getattr(swapper, "watermark", "")
+    swap = swapper.swap_frame if steady is None else (lambda image: swapper.swap_frame(image, steady))
     if not text:
-        return swapper.swap_frame
+        return swap
     from .provenance import draw_watermark
 
     def marked(image: np.ndarray) -> tuple[np.ndarray, int, int]:
-        new, found, swapped = swapper.swap_frame(image)
+        new, found, swapped = swap(image)
         return draw_watermark(new, text), found, swapped
 
     return marked
@@ -144,10 +172,19 @@ def _file_error(exc: OSError, target: Path, name: str, output: Path) -> str:
     return f"the output could not be written: {exc.strerror or exc}"
 
 
+#: the note of a photo with a face turned toward profile, left as it was (jobs.target_words: profile_left)
+PROFILE_LEFT = "a face in profile was left as is"
+
+
 def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> Outcome:
     img = load_image(target, swapper.options.max_pixels, name)
     result, found, swapped = _frame_fn(swapper)(img.bgr)
     note = f" ({img.note})" if img.note else ""
+    # faces the engine left as they are (turned toward profile: ClassicEngine.too_turned) were
+    # counted as swapped; the target says so
+    left = getattr(getattr(swapper, "engine", None), "last_left_as_is", 0) if swapped else 0
+    swapped -= left
+    profile = {"code": "profile_left", "params": {"left": left}} if left else {}
     if swapped == 0:
         # FaceFusion's behaviour: no face -> the output is the unchanged input (byte for byte).
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -158,9 +195,14 @@ def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> O
         finally:
             tmp.unlink(missing_ok=True)
         what = "no face found" if found == 0 else f"{found} face(s) found, none matched the reference face"
+        if left:
+            return Outcome(status="no_face", faces_found=found, message=f"{PROFILE_LEFT}{note}", **profile)
         return Outcome(status="no_face", faces_found=found, message=f"{what}; output is the unchanged input{note}",
                        code="no_face" if found == 0 else "no_match", params={"found": found})
     save_image(output, result, img.alpha, label=getattr(swapper, "label", None))
+    if left:
+        return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=f"{PROFILE_LEFT}{note}",
+                       **profile)
     return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note)
 
 
@@ -176,10 +218,11 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
     if info.width * info.height > limit:
         raise TargetError(f"{name} is {info.width}x{info.height}, over the limit of {limit / 1e6:.0f} "
                           f"megapixels per frame; scale it down and try again")
+    state = swapper.video_state() if hasattr(swapper, "video_state") else None
     res = process_video(
         target,
         output,
-        _frame_fn(swapper),
+        _frame_fn(swapper, state),
         tmp_root=tmp_root,
         progress_every=swapper.options.video_progress_every,
         on_progress=on_frames,

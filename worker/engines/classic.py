@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from .. import pose
 from ..errors import EngineUnavailable, ModelError, SourceError
 from . import classic_blend as cb
 from .base import Face, Identity
@@ -69,6 +70,8 @@ class ClassicEngine:
     #: The closest two different people measured (two of the six in t1.jpg) were at 0.085, so a
     #: little stricter (~0.56 euclidean); the same photo flipped or re-compressed was <= 0.011.
     default_reference_distance = 0.07
+    #: faces the last `swap` left as they are because they were turned toward profile
+    last_left_as_is = 0
 
     def __init__(self, params: cb.BlendParams | None = None, model_dir: str | None = None):
         try:
@@ -147,13 +150,26 @@ class ClassicEngine:
 
     # -- swapping ---------------------------------------------------------------------------
 
+    def too_turned(self, face: Face) -> bool:
+        """Whether `face` is turned so far toward profile that the swap leaves it as it is: a 2-D
+        warp of a front-facing source smears a profile (`worker.pose`)."""
+        return pose.is_profile(face.landmarks)
+
     def swap(self, image: np.ndarray, faces: list[Face], identity: Identity) -> np.ndarray:
-        """A new image with each face replaced by the identity; pixels far from faces untouched."""
+        """A new image with each face replaced by the identity; pixels far from faces untouched.
+
+        Faces turned toward profile (`too_turned`) are left as they are; how many, of the last call,
+        is in `last_left_as_is` (for the target's note: the caller counted them as swapped).
+        """
         source = identity.native
         if not isinstance(source, ClassicSource):
             raise ValueError("this identity was not built by the classic engine")
         out = image.copy()
+        self.last_left_as_is = 0
         for face in faces:
+            if self.too_turned(face):
+                self.last_left_as_is += 1
+                continue
             self._swap_one(out, image, face, source)
         return out
 

@@ -32,7 +32,8 @@ class BlendParams:
     #: forehead height above the brows, as a fraction of the nose-bridge-to-chin length: the warp
     #: covers `forehead`, the mask only `mask_forehead`, so the source's hairline fades out
     forehead: float = 0.3
-    mask_forehead: float = 0.12
+    #: 0.2: the brows and the low forehead are the source's too (at 0.12 the target's brows stayed)
+    mask_forehead: float = 0.2
     #: erosion and feather of the mask, as fractions of the face width
     erode: float = 0.03
     feather: float = 0.08
@@ -198,7 +199,9 @@ def match_colour(
         ratio = np.clip(t_vals.std() / max(s_vals.std(), 1e-3), 0.6 if c == 0 else 0.0, 1.6)
         out[..., c] = (ws[..., c] - s_vals.mean()) * ratio + t_vals.mean()
     if p.relight > 0:
-        sigma = max(2.0, width / 8)
+        # broad enough to carry the light's direction, not the target's own relief (eye
+        # sockets, cheekbones: at width / 8 they came through as the target's face)
+        sigma = max(2.0, width / 4)
         low_t = _masked_blur(ts[..., 0], t_region, sigma)
         low_s = _masked_blur(out[..., 0], region, sigma)
         out[..., 0] += p.relight * (low_t - low_s)
@@ -226,7 +229,9 @@ def blend_mask(dst_pts: np.ndarray, covered: np.ndarray, p: BlendParams) -> np.n
     _poly(hull, np.vstack([dst_pts[:27], forehead_points(dst_pts, p.mask_forehead)]), 255)
     hull &= covered.astype(np.uint8) * 255
     sigma = max(1.0, width * p.feather / 2)
-    k = max(3, int(width * p.erode + 4 * sigma) | 1)
+    # the fade is centred about one sigma inside the hull, so brows and jawline are mostly the
+    # source's (two sigma left the target's brows and jaw edge in place)
+    k = max(3, int(width * p.erode + 2 * sigma) | 1)
     # zero border: where the swap region is cut (image edge, face-box limit) the mask fades too
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
     hull = cv2.erode(hull, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=0)
