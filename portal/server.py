@@ -25,7 +25,9 @@ own Redis connections and its own share of the sockets; the database and Redis a
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
+import signal
 import sys
 import warnings
 from typing import Any
@@ -95,6 +97,9 @@ class PortalConfig(uvicorn.Config):
         # uvicorn's websockets protocol is built on websockets' legacy API (pinned in
         # requirements.txt); the deprecation notice says nothing an operator can act on.
         warnings.filterwarnings("ignore", message="websockets.legacy is deprecated", category=DeprecationWarning)
+        # `kill -USR1 <pid>` writes every thread's Python stack to the process's log (stderr): what a
+        # server that stopped answering is waiting on, without stopping it (docs/deploy.md).
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         super().load()
 
 

@@ -117,12 +117,33 @@ def socket(shape, session_id: str, pages: ExitStack):
     """A live-events socket (the job list) through nginx, over TLS, as a logged-in page opens it;
     its first message, the snapshot, already read. Closed when `pages` closes."""
     ctx = ssl.create_default_context(cafile=shape["cert"])
-    ws = pages.enter_context(ws_connect(shape["https"].replace("https://", "wss://") + "/ws/jobs/", ssl=ctx,
-                                        origin=shape["https"], open_timeout=30,
-                                        additional_headers={"Cookie": f"sessionid={session_id}"}))
+    try:
+        ws = pages.enter_context(ws_connect(shape["https"].replace("https://", "wss://") + "/ws/jobs/", ssl=ctx,
+                                            origin=shape["https"], open_timeout=30,
+                                            additional_headers={"Cookie": f"sessionid={session_id}"}))
+    except TimeoutError:
+        pytest.fail(f"a WebSocket handshake through nginx got no answer in 30 s\n{stacks(shape)}", pytrace=False)
     first = json.loads(ws.recv(timeout=WAIT_S))
     assert first["type"] == "snapshot", first
     return ws
+
+
+def stacks(shape) -> str:
+    """Every ASGI process's thread stacks (SIGUSR1: faulthandler, portal/server.py), the sockets
+    nginx holds to them, and the logs: what a server that stopped answering was waiting on."""
+    for port in shape["asgi_ports"]:
+        try:
+            os.kill(pid_of(shape, f"ffportal-asgi@{port}"), signal.SIGUSR1)
+        except (OSError, ValueError):
+            pass
+    time.sleep(2)
+    ss = subprocess.run(["ss", "-tnpi", "( " + " or ".join(f"sport = :{p} or dport = :{p}" for p in shape["asgi_ports"])
+                         + " )"], capture_output=True, text=True).stdout
+    nginx_logs = Path(shape["access_log"]).parent
+    nginx = "".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}\n" for p in sorted(nginx_logs.glob("*.log")))
+    logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-12000:]}"
+                      for p in sorted(Path(shape["logs"]).glob("ffportal-asgi@*.log")))
+    return f"--- ss\n{ss}\n{nginx}{logs}"
 
 
 def saw_job(ws, job_id: str, timeout: float) -> bool:
