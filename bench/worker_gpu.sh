@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # GPU check of the worker (not part of CI): installs the GPU worker requirements unless an
-# onnxruntime with the CUDA provider is already importable, then runs bench/worker_gpu.py, which
-# prints the provider that actually ran, per-image time and peak GPU memory.
+# onnxruntime with the CUDA provider is already importable, then runs
+# - bench/worker_gpu.py: the provider that actually ran, per-image time and peak GPU memory;
+# - bench/worker_pipeline.py: a 1080p single-face video through the worker's own video path:
+#   frames/s end to end, each stage's busy share, GPU busy %, peak GPU memory, where ffmpeg
+#   decoded and encoded (NVDEC/NVENC when the GPU has them), and the CPU-side ms per frame.
 #
-#   bash bench/worker_gpu.sh [N_IMAGES]
+#   bash bench/worker_gpu.sh [N_IMAGES] [VIDEO_RUNS]
 # Env: PYTHON (default python3); SITE (install target, default /tmp/ffp-gpu-site);
 #      WHEELS (a folder of wheels for an offline install); FACEFUSION_MODELS_DIR (real models).
 # Exit 3 when the engine ran on the CPU although this script is about the GPU.
@@ -25,4 +28,7 @@ if ! has_cuda; then
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi: not available"
-exec "$PY" bench/worker_gpu.py "${1:-50}"
+rc=0
+"$PY" bench/worker_gpu.py "${1:-50}" || rc=$?
+"$PY" bench/worker_pipeline.py --runs "${2:-3}" || rc=$?
+exit "$rc"

@@ -21,6 +21,11 @@ Nothing here runs a process: `worker.video` does. Choices made once, here, and w
   with AAC without running the face swap again. No `-shortest`: it would cut the last video frames
   of a source whose audio ends early; the audio is the source's own, so its length already fits.
 - `.webm` targets become `.mp4` outputs (`output_name_for_video`): WebM holds only VP8/VP9/AV1.
+- On a GPU node the decoder may use the GPU (`-hwaccel cuda`; frames still come back as BGR in
+  memory, and a stream the GPU cannot decode falls back to the CPU inside ffmpeg) and the encoder
+  NVENC (`h264_nvenc`, constant quality 19, close to x264's CRF 18), when `worker.hwcodec` found
+  them working on that GPU. Data-centre GPUs such as the H100/H200 have NVDEC but NO NVENC:
+  there the encoder stays libx264, with every core of the task.
 """
 from __future__ import annotations
 
@@ -81,16 +86,30 @@ def probe_command(path: Any) -> list[str]:
             "-print_format", "json", "-show_streams", "-show_format", file_url(path)]
 
 
-def decode_command(path: Any, stream_index: int, version: tuple[int, int] | None = None) -> list[str]:
-    """Raw BGR frames of one video stream on stdout, upright, each decoded frame exactly once."""
-    return [FFMPEG, "-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i", file_url(path),
+def decode_command(path: Any, stream_index: int, version: tuple[int, int] | None = None,
+                   gpu: int | None = None) -> list[str]:
+    """Raw BGR frames of one video stream on stdout, upright, each decoded frame exactly once.
+    `gpu`: decode on that CUDA device (NVDEC), the frames copied back to memory."""
+    hw = ["-hwaccel", "cuda", "-hwaccel_device", str(gpu)] if gpu is not None else []
+    return [FFMPEG, "-nostdin", "-v", "error", *hw, "-protocol_whitelist", "file", "-i", file_url(path),
             "-map", f"0:{stream_index}", *passthrough_args(version),
             "-f", "rawvideo", "-pix_fmt", "bgr24", "-"]
 
 
+def encoder_args(nvenc_gpu: int | None = None, version: tuple[int, int] | None = None) -> list[str]:
+    """The H.264 encoder: libx264 (CRF 18), or NVENC on CUDA device `nvenc_gpu` at a like quality."""
+    if nvenc_gpu is None:
+        return ["-c:v", "libx264", "-preset", "veryfast", "-crf", "18"]
+    # p1..p7 arrived with the NVENC SDK 10 presets (ffmpeg 4.3); older builds know "slow" (2-pass hq)
+    preset = "slow" if version is not None and version < (4, 3) else "p4"
+    return ["-c:v", "h264_nvenc", "-gpu", str(nvenc_gpu), "-preset", preset, "-rc", "vbr", "-cq", "19",
+            "-b:v", "0"]
+
+
 def encode_command(width: int, height: int, fps: Fraction, out_path: Any, *, sar: str | None = None,
-                   version: tuple[int, int] | None = None) -> list[str]:
-    """H.264 video-only MP4 from raw BGR frames on stdin (audio is added by `mux_command`)."""
+                   version: tuple[int, int] | None = None, nvenc_gpu: int | None = None) -> list[str]:
+    """H.264 video-only MP4 from raw BGR frames on stdin (audio is added by `mux_command`);
+    `nvenc_gpu`: encode with NVENC on that CUDA device (`encoder_args`)."""
     # accurate_rnd: with swscale's default rounding each pass darkens the picture by about one level
     vf = f"scale=out_color_matrix=bt709:out_range=tv:flags=accurate_rnd,format={pix_fmt_for(width, height)}"
     if sar:
@@ -98,7 +117,7 @@ def encode_command(width: int, height: int, fps: Fraction, out_path: Any, *, sar
     return [FFMPEG, "-nostdin", "-v", "error", "-y",
             "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", f"{width}x{height}", "-r", str(fps), "-i", "-",
             "-map", "0:v:0", *passthrough_args(version), "-vf", vf,
-            "-c:v", "libx264", "-preset", "veryfast", "-crf", "18",
+            *encoder_args(nvenc_gpu, version),
             "-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709", "-color_range", "tv",
             "-f", "mp4", file_url(out_path)]
 

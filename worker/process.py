@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -32,6 +33,9 @@ class Outcome:
     frames: int | None = None
     code: str = ""  # the sentence, for the portal to say in the reader's language (worker.errors.TargetError)
     params: dict = field(default_factory=dict)
+    #: a video's stage times (`worker.pipeline.StageTimes`) and where ffmpeg ran, for logs and benches
+    stages: object | None = None
+    codecs: str = ""
 
 
 @dataclass
@@ -137,6 +141,7 @@ def process_target(
     tmp_root: str | None = None,
     name: str | None = None,
     poster: str | os.PathLike | None = None,
+    cancel: threading.Event | None = None,
 ) -> Outcome:
     """Swap faces in one target and write `output`. Never raises for a bad target: returns `failed`.
 
@@ -149,7 +154,7 @@ def process_target(
     name = name or target.name
     try:
         if PurePosixPath(name).suffix.lower() in VIDEO_EXTENSIONS:
-            return _process_video(swapper, target, output, on_frames, tmp_root, name, poster)
+            return _process_video(swapper, target, output, on_frames, tmp_root, name, poster, cancel)
         return _process_image(swapper, target, output, name)
     except TargetError as exc:
         return Outcome(status="failed", message=str(exc), code=exc.code, params=exc.params)
@@ -206,7 +211,8 @@ def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> O
     return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note)
 
 
-def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, name: str, poster=None) -> Outcome:
+def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, name: str, poster=None,
+                   cancel: threading.Event | None = None) -> Outcome:
     from .ffmpeg import output_name_for_video
     from .video import probe_video, process_video
 
@@ -219,6 +225,7 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
         raise TargetError(f"{name} is {info.width}x{info.height}, over the limit of {limit / 1e6:.0f} "
                           f"megapixels per frame; scale it down and try again")
     state = swapper.video_state() if hasattr(swapper, "video_state") else None
+    engine = getattr(swapper, "engine", None)
     res = process_video(
         target,
         output,
@@ -229,14 +236,19 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
         name=name,
         poster=poster,
         label=getattr(swapper, "label", None),
+        # on a GPU node the video is decoded and encoded on the engine's GPU where ffmpeg can
+        gpu=getattr(engine, "gpu", None),
+        inference_seconds=getattr(engine, "inference_seconds", None),
+        cancel=cancel,
     )
     # A video's faces are the most seen in one frame (people on screen at once), not detections x
     # frames: a 4 s clip of one person is "1 person", not "100 faces".
     if res.faces_swapped == 0:
         return Outcome(status="no_face", faces_found=res.most_faces_found, frames=res.frames,
-                       message="no face found in any frame; output is the re-encoded input", code="no_face_video")
+                       message="no face found in any frame; output is the re-encoded input", code="no_face_video",
+                       stages=res.stages, codecs=res.codecs)
     return Outcome(status="done", faces_found=res.most_faces_found, faces_swapped=res.most_faces_swapped,
-                   frames=res.frames)
+                   frames=res.frames, stages=res.stages, codecs=res.codecs)
 
 
 def timed(fn: Callable[[], Outcome]) -> tuple[Outcome, float]:

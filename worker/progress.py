@@ -53,6 +53,7 @@ import json
 import math
 import os
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -171,10 +172,13 @@ class ProgressWriter:
         self.path = Path(progress_dir) / progress_record_name(progress.task_index)
         self.progress = progress
         self._frames_written_at = -math.inf
+        # a task with several GPUs reports from one thread per GPU (worker.gpus)
+        self._lock = threading.RLock()
 
     def flush(self) -> None:
-        self.progress.updated_at = time.time()
-        atomic_write_text(self.path, json.dumps(self.progress.to_dict(), ensure_ascii=False))
+        with self._lock:
+            self.progress.updated_at = time.time()
+            atomic_write_text(self.path, json.dumps(self.progress.to_dict(), ensure_ascii=False))
 
     def report_frames(self, record: TargetRecord, done: int, total: int | None, seconds: float,
                       now: float | None = None) -> bool:
@@ -182,20 +186,23 @@ class ProgressWriter:
         write is FRAMES_WRITE_EVERY_S old, and always for the last frame; True when written."""
         record.frames_done, record.frames_total, record.seconds = done, total, round(seconds, 3)
         now = time.monotonic() if now is None else now
-        if total != done and now - self._frames_written_at < FRAMES_WRITE_EVERY_S:
-            return False
-        self._frames_written_at = now
-        self.flush()
+        with self._lock:
+            if total != done and now - self._frames_written_at < FRAMES_WRITE_EVERY_S:
+                return False
+            self._frames_written_at = now
+            self.flush()
         return True
 
     def start_target(self, record: TargetRecord) -> TargetRecord:
-        self.progress.targets.append(record)
-        self.flush()
+        with self._lock:
+            self.progress.targets.append(record)
+            self.flush()
         return record
 
     def finish(self) -> None:
-        self.progress.state = "finished"
-        self.flush()
+        with self._lock:
+            self.progress.state = "finished"
+            self.flush()
 
 
 def read_progress_dir(progress_dir: Path) -> list[TaskProgress]:

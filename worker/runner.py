@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .engines import load_engine
+from .gpus import run_on_each, visible_gpus
 from .errors import ManifestError, TargetError, WorkerError
 from .manifest import Manifest
 from .modelset import engine_models, verify_pinned
@@ -87,6 +89,22 @@ def _whole(raw) -> int:
         return 0
 
 
+def _more_gpus(engine, m: Manifest, models_dir, registry) -> list:
+    """Swappers for the task's other GPUs, when it was given several and the engine runs on the
+    first (`worker.gpus`); [] otherwise."""
+    gpus = visible_gpus()
+    if len(gpus) < 2 or getattr(engine, "gpu", None) is None:
+        return []
+    more = []
+    for gpu in gpus[1:]:
+        other = load_engine(m.engine.name, models_dir, registry, gpu=gpu)
+        if getattr(other, "gpu", None) != gpu:  # that GPU would not run it: fewer pipelines, not a slow one
+            log.warning("GPU %d of the task cannot run the engine (%s); using %d GPU(s)", gpu, other.device, len(more) + 1)
+            break
+        more.append(build_swapper(other, list(m.sources), m.engine, label=label_for(m.job), watermark=m.watermark))
+    return more
+
+
 def run_task(cfg: TaskConfig) -> int:
     m = cfg.manifest
     chunk = m.chunk(cfg.task_index)
@@ -112,6 +130,7 @@ def run_task(cfg: TaskConfig) -> int:
             registry, models_dir = verify_pinned(m.models, registry), m.models.folder
         engine = load_engine(m.engine.name, models_dir, registry)
         swapper = build_swapper(engine, list(m.sources), m.engine, label=label_for(m.job), watermark=m.watermark)
+        swappers = [swapper] + _more_gpus(engine, m, models_dir, registry)
         # The content check (issue 14), when the portal asks for one: loaded once, like the engine.
         checker = load_checker(m.safety) if m.safety is not None else None
     except WorkerError as exc:
@@ -125,12 +144,15 @@ def run_task(cfg: TaskConfig) -> int:
     progress.engine, progress.device = engine.name, engine.device
     progress.models = engine_models(engine, registry)
     progress.model_load_seconds = round(time.perf_counter() - t0, 3)
-    log.info("task %s: %d target(s), engine %s on %s, loaded in %.2fs",
-             cfg.task_index, len(chunk), engine.name, engine.device, progress.model_load_seconds)
+    log.info("task %s: %d target(s), engine %s on %s%s, loaded in %.2fs",
+             cfg.task_index, len(chunk), engine.name, engine.device,
+             f" x {len(swappers)} GPUs, one pipeline each" if len(swappers) > 1 else "", progress.model_load_seconds)
 
     allowed = allowed_folders(m.target_roots, cfg.job_folder)
-    failed = 0
-    for i in chunk:
+    failed: list[int] = []
+    stop = threading.Event()
+
+    def one(i: int, swapper) -> None:
         target = m.targets[i]
         out_path = m.output_path(i)
         rec = writer.start_target(TargetRecord(index=i, target=target.path, output=target.output))
@@ -138,7 +160,7 @@ def run_task(cfg: TaskConfig) -> int:
             # A retried task (requeue, node failure) keeps what an earlier attempt finished.
             rec.status, rec.message = "skipped", "output already present from an earlier attempt"
             writer.flush()
-            continue
+            return
 
         t1 = time.perf_counter()
         poster = Path(m.output_folder.poster(target.output))
@@ -151,7 +173,7 @@ def run_task(cfg: TaskConfig) -> int:
         try:
             with open_target(target.path, allowed) as opened:
                 outcome = process_target(swapper, opened.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root,
-                                         name=opened.name, poster=poster)
+                                         name=opened.name, poster=poster, **({"cancel": stop} if stop_aware else {}))
         except TargetError as exc:  # refused ("skipped: ..."), missing or unreadable: never opened
             outcome = Outcome(status="failed", message=str(exc), code=exc.code, params=exc.params)
         except Terminated:
@@ -171,7 +193,22 @@ def run_task(cfg: TaskConfig) -> int:
         log.log(level, "target %d %s: %s (%d/%d faces) %.2fs %s", i, target.output, outcome.status,
                 outcome.faces_swapped, outcome.faces_found, rec.seconds, outcome.message)
         if not rec.ok:
-            failed += 1
+            failed.append(i)
+
+    # several GPUs: one pipeline each (worker.gpus); SIGTERM then reaches the pipelines through `stop`
+    stop_aware = len(swappers) > 1
+    if stop_aware:
+        try:
+            run_on_each(chunk, swappers, one, stop)
+        except Terminated:
+            for rec in progress.targets:
+                if rec.status == "running":
+                    rec.stop_with_task(seconds=rec.seconds or 0.0)
+            writer.finish()
+            raise
+    else:
+        for i in chunk:
+            one(i, swapper)
     writer.finish()
-    log.info("task %s finished: %d of %d target(s) failed", cfg.task_index, failed, len(chunk))
+    log.info("task %s finished: %d of %d target(s) failed", cfg.task_index, len(failed), len(chunk))
     return EXIT_TARGETS_FAILED if failed else EXIT_OK

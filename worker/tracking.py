@@ -165,7 +165,8 @@ class SteadyFaces:
     params: SteadyParams = field(default_factory=SteadyParams)
     tracks: list[Track] = field(default_factory=list)
     next_id: int = 1
-    _gray: np.ndarray | None = field(default=None, repr=False)
+    #: the previous frame (BGR), kept by reference: only the crops around faces are ever converted
+    _frame: np.ndarray | None = field(default=None, repr=False)
 
     def update(self, faces: list[Face], image: np.ndarray | None = None) -> list[Steady]:
         """The faces of this frame, tracked and steadied. `image` (BGR, the frame the faces were
@@ -173,13 +174,12 @@ class SteadyFaces:
         (optical flow), so the smoothing removes the detector's wobble but not the real motion."""
         p = self.params
         motions: dict[int, Motion] = {}
-        gray = None if image is None else cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
-        if gray is not None and self._gray is not None and gray.shape == self._gray.shape:
+        if image is not None and self._frame is not None and image.shape == self._frame.shape:
             for t in self.tracks:
-                m = face_motion(self._gray, gray, t.box)
+                m = face_motion(self._frame, image, t.box)
                 if m is not None:
                     motions[id(t)] = m
-        self._gray = gray
+        self._frame = image
         pairs = self._match(faces, motions)
         matched_tracks = {id(t) for t, _ in pairs}
         matched_faces = {id(f) for _, f in pairs}
@@ -300,11 +300,17 @@ FLOW_CORNERS = 48
 FLOW_MIN_POINTS = 8
 
 
+#: the face's width in the flow's crop, in pixels: a larger face is measured on a scaled-down crop,
+#: so the cost per face stays the same however close the camera is (LK is accurate to a tenth of a
+#: pixel, which this keeps well under a pixel of the full frame)
+FLOW_FACE_WIDTH = 160
+
+
 def face_motion(prev: np.ndarray, cur: np.ndarray, box) -> Motion | None:
-    """How the face in `box` moved from grey frame `prev` to `cur`, as a similarity, measured by
-    Lucas-Kanade flow of corners inside the box (RANSAC drops the ones that slid or hid).
+    """How the face in `box` moved from frame `prev` to `cur` (BGR or grey), as a similarity, measured
+    by Lucas-Kanade flow of corners inside the box (RANSAC drops the ones that slid or hid).
     None when too little texture or agreement to say."""
-    h, w = prev.shape
+    h, w = prev.shape[:2]
     x1, y1, x2, y2 = box
     bw, bh = x2 - x1, y2 - y1
     # a crop with room around the face, so the flow's search stays inside it
@@ -312,10 +318,12 @@ def face_motion(prev: np.ndarray, cur: np.ndarray, box) -> Motion | None:
     cx2, cy2 = int(min(w, x2 + bw / 2)), int(min(h, y2 + bh / 2))
     if cx2 - cx1 < 16 or cy2 - cy1 < 16:
         return None
-    a, b = prev[cy1:cy2, cx1:cx2], cur[cy1:cy2, cx1:cx2]
+    scale = min(1.0, FLOW_FACE_WIDTH / max(bw, 1.0))
+    a, b = (_grey_crop(f, cx1, cy1, cx2, cy2, scale) for f in (prev, cur))
     mask = np.zeros_like(a)
-    mask[int(max(0, y1 - cy1)):int(max(0, y2 - cy1)), int(max(0, x1 - cx1)):int(max(0, x2 - cx1))] = 255
-    pts = cv2.goodFeaturesToTrack(a, FLOW_CORNERS, 0.01, max(3.0, bw / 16), mask=mask)
+    mask[int(max(0, (y1 - cy1) * scale)):int(max(0, (y2 - cy1) * scale)),
+         int(max(0, (x1 - cx1) * scale)):int(max(0, (x2 - cx1) * scale))] = 255
+    pts = cv2.goodFeaturesToTrack(a, FLOW_CORNERS, 0.01, max(3.0, bw * scale / 16), mask=mask)
     if pts is None or len(pts) < FLOW_MIN_POINTS:
         return None
     nxt, status, _ = cv2.calcOpticalFlowPyrLK(a, b, pts, None, winSize=(21, 21), maxLevel=3)
@@ -326,10 +334,20 @@ def face_motion(prev: np.ndarray, cur: np.ndarray, box) -> Motion | None:
     if m is None or inliers is None or inliers.sum() < FLOW_MIN_POINTS:
         return None
     scale_rot = complex(m[0, 0], m[1, 0])
-    shift = complex(m[0, 2], m[1, 2])
+    shift = complex(m[0, 2], m[1, 2]) / scale  # a shift of the scaled crop, in frame pixels
     # back to frame coordinates: z -> s * (z - o) + t + o, o the crop's corner
     o = complex(cx1, cy1)
     return scale_rot, shift + o - scale_rot * o
+
+
+def _grey_crop(frame: np.ndarray, x1: int, y1: int, x2: int, y2: int, scale: float) -> np.ndarray:
+    crop = frame[y1:y2, x1:x2]
+    if crop.ndim == 3:
+        crop = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
+    if scale < 1.0:
+        size = (max(1, int(round((x2 - x1) * scale))), max(1, int(round((y2 - y1) * scale))))
+        crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA)
+    return crop
 
 
 def decide(items: list[Steady], mode: str, choose: Callable[[list[Face]], list[Face]]) -> list[Face]:

@@ -1,7 +1,9 @@
 """Videos: probe, then stream frames decoder -> frame_fn -> encoder, then add the source's audio.
 
 No frame ever touches the disk: ffmpeg decodes to raw BGR on a pipe, `frame_fn` changes each frame,
-a second ffmpeg encodes from a pipe. Only the encoded temp files live in a private temporary folder
+a second ffmpeg encodes from a pipe. The three overlap (`worker.pipeline`: a reader and a writer
+thread, bounded queues), and on a GPU node ffmpeg decodes and encodes on the GPU where it can
+(`worker.hwcodec`). Only the encoded temp files live in a private temporary folder
 (under `tmp_root`, else $TMPDIR: Slurm nodes usually point that at local scratch), and the result
 reaches `dst` only when everything succeeded (copied to a short temporary name next to it, then renamed over `dst`). Both
 ffmpeg processes are killed and waited for, and the temp folder removed, on every way out,
@@ -19,6 +21,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable
@@ -26,9 +30,12 @@ from typing import IO, Callable
 import numpy as np
 
 from . import ffmpeg as ff
+from . import hwcodec
 from .errors import TargetError
 from .imageio import part_path, require_nonempty_file
 from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
+from .pipeline import EncoderGone, FramePipe, StageTimes
+from .signals import Terminated
 
 log = logging.getLogger("worker.video")
 
@@ -51,6 +58,10 @@ class VideoResult:
     #: the most faces seen (and swapped) in any one frame: how many people the video shows at once
     most_faces_found: int = 0
     most_faces_swapped: int = 0
+    #: where the time went (`worker.pipeline.StageTimes`)
+    stages: StageTimes | None = None
+    #: where it was decoded and encoded (`worker.hwcodec.Codecs.describe()`)
+    codecs: str = ""
 
 
 @functools.lru_cache(maxsize=1)
@@ -112,7 +123,9 @@ def _looks_like_mp4(path: Path) -> bool:
 def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: FrameFn, *,
                   tmp_root: str | os.PathLike | None = None, progress_every: int = 25,
                   on_progress: ProgressFn | None = None, name: str | None = None,
-                  poster: str | os.PathLike | None = None, label: dict | None = None) -> VideoResult:
+                  poster: str | os.PathLike | None = None, label: dict | None = None, gpu: int | None = None,
+                  inference_seconds: Callable[[], float] | None = None,
+                  cancel: threading.Event | None = None) -> VideoResult:
     """Write `src` with every frame replaced by `frame_fn(frame)[0]` to `dst` (.mp4/.mov/.mkv).
 
     `frame_fn(bgr)` gets a writable uint8 (H, W, 3) BGR array, upright, and returns (frame of the
@@ -126,6 +139,10 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
     (else of the frame of the first progress report), before the video is done: the job page shows
     it while the video runs. A poster that cannot be written is only logged.
     `label`: the provenance label, written into the container's metadata (`worker.provenance`).
+    `gpu`: the CUDA device the faces run on: ffmpeg decodes and encodes there too where it can
+    (`worker.hwcodec`). `inference_seconds()`: the engine's running total of model time, for the
+    stage times (`VideoResult.stages`). `cancel`: once set, the video stops at its next frame with
+    `worker.signals.Terminated` (a task's other GPU threads, `worker.gpus`).
     """
     src, dst = Path(src), Path(dst)
     name = name or src.name
@@ -135,9 +152,22 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
     with tempfile.TemporaryDirectory(prefix="video-", dir=tmp_root) as tmp:
         try:
             video = Path(tmp) / "video.mp4"
-            frames, counts = _transcode(src.absolute(), video, info, frame_fn, Path(tmp),
-                                        max(1, int(progress_every)), on_progress, name,
-                                        Path(poster) if poster else None)
+            codecs = hwcodec.codecs_for(gpu)
+            run = functools.partial(_transcode, src.absolute(), video, info, frame_fn, Path(tmp),
+                                    max(1, int(progress_every)), on_progress, name, Path(poster) if poster else None,
+                                    inference_seconds=inference_seconds, cancel=cancel)
+            try:
+                frames, counts, stages = run(codecs)
+            except TargetError:
+                if codecs.encode_gpu is None:
+                    raise
+                # NVENC passed its probe but failed on this video (its sessions all taken, say): the
+                # video is done again on the CPU encoder rather than lost.
+                log.warning("NVENC failed on GPU %s for %s; encoding on the CPU instead", codecs.encode_gpu, name)
+                hwcodec.nvenc_failed(codecs.encode_gpu)
+                codecs = hwcodec.codecs_for(gpu)
+                frames, counts, stages = run(codecs)
+            log.info("video %s (%s): %s", name, codecs.describe(), stages.summary())
             muxed = Path(tmp) / f"out{dst.suffix.lower()}"
             audio = _mux(video, src.absolute(), muxed, container, info, label)
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -146,34 +176,21 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
         finally:
             part.unlink(missing_ok=True)
     return VideoResult(frames=frames, faces_found=counts.found, faces_swapped=counts.swapped, audio=audio,
-                       most_faces_found=counts.most_found, most_faces_swapped=counts.most_swapped)
+                       most_faces_found=counts.most_found, most_faces_swapped=counts.most_swapped,
+                       stages=stages, codecs=codecs.describe())
 
 
-def _read_frame(stream: IO[bytes], shape: tuple[int, int, int]) -> np.ndarray | None:
-    """The next whole frame, None at a clean end of stream; TargetError for half a frame."""
-    frame = np.empty(shape, np.uint8)
-    view = memoryview(frame).cast("B")
-    got = 0
-    while got < len(view):
-        n = stream.readinto(view[got:])
-        if not n:
-            break
-        got += n
-    if got == 0:
-        return None
-    if got < len(view):
-        raise TargetError("the video decoder stopped in the middle of a frame")
-    return frame
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    """Kill (if still running) and reap a child; close our ends of its pipes."""
+def _kill(proc: subprocess.Popen | None) -> None:
+    """Kill (if still running) and reap a child: its pipes then end, so no thread stays blocked on them."""
     if proc is None:
         return
     if proc.poll() is None:
         proc.kill()
     proc.wait()
-    for pipe in (proc.stdin, proc.stdout):
+
+
+def _close_pipes(proc: subprocess.Popen | None) -> None:
+    for pipe in (proc.stdin, proc.stdout) if proc is not None else ():
         if pipe:
             try:
                 pipe.close()
@@ -197,63 +214,72 @@ class FaceCounts:
 
 def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Path,
                progress_every: int, on_progress: ProgressFn | None, name: str,
-               poster: Path | None = None) -> tuple[int, FaceCounts]:
+               poster: Path | None, codecs: hwcodec.Codecs, *,
+               inference_seconds: Callable[[], float] | None = None,
+               cancel: threading.Event | None = None) -> tuple[int, FaceCounts, StageTimes]:
     version = ffmpeg_version()
     shape = (info.height, info.width, 3)
     total = info.estimated_frames
     done = 0
     counts = FaceCounts()
     reported: tuple[int, int | None] = (0, 0)
-    dec = enc = None
+    dec = enc = pipe = None
+    clock = inference_seconds or (lambda: 0.0)
     # stderr goes to files, not pipes: nobody has to drain it, so it can never block ffmpeg
     with open(tmp / "decode.log", "w+b") as dec_log, open(tmp / "encode.log", "w+b") as enc_log:
         try:
             try:
-                dec = subprocess.Popen(ff.decode_command(src, info.stream_index, version), stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=dec_log)
+                dec = subprocess.Popen(ff.decode_command(src, info.stream_index, version, gpu=codecs.decode_gpu),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=dec_log)
                 enc = subprocess.Popen(ff.encode_command(info.width, info.height, info.fps, out, sar=info.sar,
-                                                         version=version),
+                                                         version=version, nvenc_gpu=codecs.encode_gpu),
                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=enc_log)
             except FileNotFoundError:
                 raise TargetError("ffmpeg is not installed on this node; videos cannot be processed") from None
-            while (frame := _read_frame(dec.stdout, shape)) is not None:
-                new, f, s = frame_fn(frame)
-                if not (isinstance(new, np.ndarray) and new.shape == shape and new.dtype == np.uint8):
-                    raise ValueError(f"frame_fn must return a uint8 array of shape {shape}, got "
-                                     f"{getattr(new, 'dtype', type(new))} {getattr(new, 'shape', '')}")
-                try:
-                    enc.stdin.write(memoryview(np.ascontiguousarray(new)).cast("B"))
-                except BrokenPipeError:
-                    enc.wait()
-                    raise TargetError(f"video encoding failed ({_log_tail(enc_log)})") from None
-                done += 1
-                counts.add(int(f), int(s))
-                if poster is not None and (int(s) > 0 or done == progress_every):
-                    write_poster(poster, new)
-                    poster = None  # once
-                if on_progress and done % progress_every == 0:
-                    reported = (done, max(total, done) if total else None)
-                    on_progress(*reported)
-            dec_rc = dec.wait()
-            dec_err = _log_tail(dec_log)
-            if dec_rc != 0 or done == 0:
-                raise TargetError(f"the video cannot be decoded{f' after {done} frames' if done else ''} "
-                                  f"({dec_err or f'ffmpeg exit status {dec_rc}'})")
-            if dec_err and total and done + MISSING_FRAMES_TOLERATED < total:
-                raise TargetError(f"{name} is truncated or damaged: only {done} of {total} frames could be "
-                                  f"decoded ({dec_err}); upload the complete file again")
+            pipe = FramePipe(dec.stdout, enc.stdin, shape)
             try:
-                enc.stdin.close()
-            except BrokenPipeError:
-                pass
+                for frame in pipe.frames():
+                    if cancel is not None and cancel.is_set():
+                        raise Terminated()
+                    t, model_t = time.perf_counter(), clock()
+                    new, f, s = frame_fn(frame)
+                    pipe.add_work(time.perf_counter() - t, clock() - model_t)
+                    if not (isinstance(new, np.ndarray) and new.shape == shape and new.dtype == np.uint8):
+                        raise ValueError(f"frame_fn must return a uint8 array of shape {shape}, got "
+                                         f"{getattr(new, 'dtype', type(new))} {getattr(new, 'shape', '')}")
+                    pipe.put(new)
+                    done += 1
+                    counts.add(int(f), int(s))
+                    if poster is not None and (int(s) > 0 or done == progress_every):
+                        write_poster(poster, new)
+                        poster = None  # once
+                    if on_progress and done % progress_every == 0:
+                        reported = (done, max(total, done) if total else None)
+                        on_progress(*reported)
+                dec_rc = dec.wait()
+                dec_err = _log_tail(dec_log)
+                if dec_rc != 0 or done == 0:
+                    raise TargetError(f"the video cannot be decoded{f' after {done} frames' if done else ''} "
+                                      f"({dec_err or f'ffmpeg exit status {dec_rc}'})")
+                if dec_err and total and done + MISSING_FRAMES_TOLERATED < total:
+                    raise TargetError(f"{name} is truncated or damaged: only {done} of {total} frames could be "
+                                      f"decoded ({dec_err}); upload the complete file again")
+                pipe.finish()
+            except EncoderGone:
+                enc.wait()
+                raise TargetError(f"video encoding failed ({_log_tail(enc_log) or f'exit status {enc.returncode}'})") from None
             if enc.wait() != 0:
                 raise TargetError(f"video encoding failed ({_log_tail(enc_log) or f'exit status {enc.returncode}'})")
         finally:
-            _stop(dec)
-            _stop(enc)
+            _kill(dec)
+            _kill(enc)
+            if pipe is not None:
+                pipe.close()
+            _close_pipes(dec)
+            _close_pipes(enc)
     if on_progress and reported != (done, done):  # the last call always says "all frames done"
         on_progress(done, done)
-    return done, counts
+    return done, counts, pipe.times
 
 
 #: a poster's longest side, in pixels (the job page's thumbnails are as big)

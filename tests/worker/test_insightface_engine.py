@@ -194,3 +194,43 @@ def test_it_refuses_a_missing_model_with_the_fix(tmp_path, fake_models):
     _, registry = fake_models
     with pytest.raises(ModelError, match=rf"det_10g\.onnx is missing .* or copy the file into {tmp_path}"):
         InsightFaceEngine(models_dir=tmp_path, registry=registry, providers=CPU_ONLY)
+
+
+def test_each_gpu_of_a_task_gets_its_own_device_and_the_cpu_is_said_as_such(fake_models, photo, cat):
+    from worker.engines.insightface_engine import default_providers, provider_names
+
+    assert default_providers([CUDA, CPU], gpu=1) == [(CUDA, {"device_id": 1}), CPU]
+    assert default_providers([CUDA, CPU]) == [CUDA, CPU] and default_providers([CPU], gpu=1) == [CPU]
+    assert provider_names([(CUDA, {"device_id": 1}), CPU]) == [CUDA, CPU]
+    folder, registry = fake_models
+    eng = InsightFaceEngine(models_dir=folder, registry=registry, gpu=1)
+    assert eng.gpu is None and eng.device == CPU  # this onnxruntime has no CUDA: no GPU to decode videos on
+
+
+def test_it_adds_up_the_models_own_run_time(fake_models, photo, cat):
+    folder, registry = fake_models
+    eng = InsightFaceEngine(models_dir=folder, registry=registry, providers=CPU_ONLY)
+    ident = eng.identity([cat])
+    before = eng.inference_seconds()
+    faces = eng.detect(photo)
+    after_detect = eng.inference_seconds()
+    eng.swap(photo, faces, ident)
+    assert before < after_detect < eng.inference_seconds()  # the detector's and the swapper's sessions
+    # per thread: another GPU's pipeline has its own total
+    import threading
+
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(eng.inference_seconds()))
+    t.start()
+    t.join()
+    assert seen == [0.0]
+
+
+def test_providers_given_with_options_reach_every_session(fake_models, photo, cat):
+    # how a task's second GPU asks for its device: ("CUDAExecutionProvider", {"device_id": 1});
+    # the same shape on the CPU, through insightface's per-size detector sessions too
+    folder, registry = fake_models
+    eng = InsightFaceEngine(models_dir=folder, registry=registry, providers=[(CPU, {})])
+    assert eng.device == CPU
+    out = eng.swap(photo, eng.detect(photo), eng.identity([cat]))
+    assert out.shape == photo.shape and not np.array_equal(out, photo)

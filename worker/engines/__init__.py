@@ -30,8 +30,10 @@ def resolve_engine_name(name: str, models_dir: str | None, registry=None) -> str
     return "insightface"
 
 
-def load_engine(name: str, models_dir: str | None = None, registry=None, providers: list[str] | None = None) -> Engine:
-    """Build an engine ONCE per task. Raises ModelError / EngineUnavailable with a plain reason."""
+def load_engine(name: str, models_dir: str | None = None, registry=None, providers: list | None = None,
+                gpu: int | None = None) -> Engine:
+    """Build an engine ONCE per task (once per GPU of a task with several: `gpu`, the CUDA device).
+    Raises ModelError / EngineUnavailable with a plain reason."""
     name = resolve_engine_name(name, models_dir, registry)
     if name == "classic":
         from .classic import ClassicEngine
@@ -41,7 +43,7 @@ def load_engine(name: str, models_dir: str | None = None, registry=None, provide
     elif name == "insightface":
         from .insightface_engine import InsightFaceEngine
 
-        engine = InsightFaceEngine(models_dir=models_dir, registry=registry, providers=providers)
+        engine = InsightFaceEngine(models_dir=models_dir, registry=registry, providers=providers, gpu=gpu)
     else:
         raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}")
     log.info("engine %s ready on %s", engine.name, engine.device)

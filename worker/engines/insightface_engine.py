@@ -23,6 +23,7 @@ from ..errors import EngineUnavailable, ModelError, SourceError
 from ..models import ENHANCER_MODEL, INSIGHTFACE_MODELS, optional_model, verify_models
 from .base import Face, Identity
 from .enhancer import paste_back
+from .timing import InferenceClock
 
 log = logging.getLogger("worker.engines.insightface")
 
@@ -38,9 +39,27 @@ DET_THRESH = 0.5
 SOURCE_PAD = 0.5
 
 
-def default_providers(available: list[str]) -> list[str]:
-    """CUDA with the CPU as fallback when this onnxruntime build offers CUDA, else the CPU alone."""
-    return [CUDA, CPU] if CUDA in available else [CPU]
+def default_providers(available: list[str], gpu: int | None = None) -> list:
+    """CUDA (on device `gpu`, else the first) with the CPU as fallback when this onnxruntime build
+    offers CUDA, else the CPU alone."""
+    if CUDA not in available:
+        return [CPU]
+    return [(CUDA, {"device_id": gpu}), CPU] if gpu is not None else [CUDA, CPU]
+
+
+def session_options(onnxruntime):
+    """ONNX Runtime's options for the engine's sessions: its CPU threads wait for work without
+    spinning. Spinning keeps a core busy after every run for nothing the next frame needs: on the
+    1080p bench it was most of the worker's own CPU time per frame (docs/worker.md)."""
+    opts = onnxruntime.SessionOptions()
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return opts
+
+
+def provider_names(providers: list) -> list[str]:
+    """The names in a provider list whose entries are names or (name, options) pairs."""
+    return [p[0] if isinstance(p, tuple) else p for p in providers]
 
 
 @contextlib.contextmanager
@@ -80,7 +99,9 @@ class InsightFaceEngine:
     name = "insightface"
     default_reference_distance = REFERENCE_DISTANCE
 
-    def __init__(self, models_dir=None, registry=None, providers: list[str] | None = None):
+    def __init__(self, models_dir=None, registry=None, providers: list | None = None, gpu: int | None = None):
+        """`gpu`: the CUDA device to run on (a task with several GPUs builds one engine per GPU,
+        `worker.gpus`); None: the first. `providers` overrides both."""
         # 1. Fail fast on missing/corrupt files, with the fix in the message (ModelError).
         paths = verify_models(models_dir, INSIGHTFACE_MODELS, registry=registry)
         try:
@@ -93,7 +114,8 @@ class InsightFaceEngine:
             ) from exc
         self._NativeFace = NativeFace
         available = list(onnxruntime.get_available_providers())
-        requested = list(providers) if providers else default_providers(available)
+        requested = list(providers) if providers else default_providers(available, gpu)
+        names = provider_names(requested)
 
         # 2. Load each model once. Absolute paths: get_model resolves relative ones against the CWD.
         #    ctx_id 0 leaves the providers as requested (a negative ctx_id would rebuild the sessions
@@ -103,7 +125,7 @@ class InsightFaceEngine:
             path = str(paths[key].resolve())
             try:
                 with _quiet_insightface():
-                    model = model_zoo.get_model(path, providers=requested)
+                    model = model_zoo.get_model(path, providers=requested, sess_options=session_options(onnxruntime))
             except Exception as exc:  # onnxruntime raises its own types for unloadable graphs
                 raise ModelError(f"model file {paths[key].name} at {path} could not be loaded: {exc}") from exc
             if type(model).__name__ != want:
@@ -126,13 +148,26 @@ class InsightFaceEngine:
         kinds = set(actual.values())
         self.device = actual["inswapper_128"] if len(kinds) == 1 else ", ".join(f"{k}={v}" for k, v in actual.items())
         self.providers_requested = requested
+        #: the CUDA device the swapper runs on (videos are then decoded and encoded there too); None: the CPU
+        self.gpu = (gpu or 0) if actual["inswapper_128"] == CUDA else None
+        #: the models' own run time, for the video stage times (worker.pipeline)
+        self.clock = InferenceClock()
+        self._rec.session = self.clock.wrap(self._rec.session)
+        self._swapper.session = self.clock.wrap(self._swapper.session)
+        # insightface 2.x's SCRFD runs a session per input size from a pool tied to `session` (replacing
+        # it would rebuild the pool): its sessions are wrapped as they are handed out instead.
+        pick = getattr(self._det, "_session_for_input_size", None)
+        if callable(pick):
+            self._det._session_for_input_size = lambda size: self.clock.wrap(pick(size))
+        else:
+            self._det.session = self.clock.wrap(self._det.session)
         log.info("insightface: providers requested %s (available %s), running on %s", requested, available, self.device)
-        if (CUDA in requested or CUDA in available) and CPU in kinds:
+        if (CUDA in names or CUDA in available) and CPU in kinds:
             log.warning(
                 "insightface: CUDA was %s but ONNX Runtime runs %s on the CPU (much slower). Check the node's "
                 "CUDA/cuDNN libraries against the onnxruntime-gpu version, and that no CPU-only onnxruntime "
                 "is installed next to it.",
-                "requested" if CUDA in requested else "available",
+                "requested" if CUDA in names else "available",
                 ", ".join(k for k, v in actual.items() if v == CPU),
             )
 
@@ -143,11 +178,16 @@ class InsightFaceEngine:
             from .enhancer import FaceEnhancer
 
             self.enhancer = FaceEnhancer(enhancer_path.resolve(), providers=requested)
+            self.enhancer.session = self.clock.wrap(self.enhancer.session)
             log.info("insightface: face enhancer %s on %s", enhancer_path.name, self.enhancer.device)
         else:
             log.info("insightface: no face enhancer installed (optional; see docs/worker.md)")
 
     # ---- Engine protocol ------------------------------------------------------------------------
+
+    def inference_seconds(self) -> float:
+        """The models' run time so far in this thread (`worker.engines.timing`)."""
+        return self.clock.seconds
 
     def detect(self, image: np.ndarray) -> list[Face]:
         """All faces, largest first; each keeps insightface's own Face in `native` (bbox, kps, det_score)."""
@@ -200,7 +240,7 @@ class InsightFaceEngine:
                 # (27 s for the 29 faces of the 3000x2171 Solvay photo); pasting within the crop's
                 # footprint with the same kind of mask took 0.9 s there.
                 fake, matrix = self._swapper.get(out, self._native(face), source, paste_back=False)
-                out = paste_back(out, fake, matrix, self._swap_mask)
+                out = paste_back(out, fake, matrix, self._swap_mask, inplace=True)  # `out` is our copy
         if self.enhancer is not None:
             for face in faces:
                 out = self.enhancer.enhance(out, self._native(face).kps)

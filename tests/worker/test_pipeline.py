@@ -1,0 +1,245 @@
+"""worker.pipeline (the decode/face-work/encode threads and their bounded queues) on real OS pipes,
+worker.hwcodec's choice of decoder and encoder, and the stage times a video reports."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worker import ffmpeg as ff
+from worker import hwcodec
+from worker.errors import TargetError
+from worker.pipeline import EncoderGone, FramePipe, queue_depth
+from worker.video import process_video
+
+SHAPE = (128, 128, 3)  # 48 KiB a frame: a pipe's own buffer (64 KiB) holds about one
+
+
+def _frame(i: int) -> np.ndarray:
+    return np.full(SHAPE, i % 256, np.uint8)
+
+
+class Source:
+    """A real pipe fed by a thread with frames 0..n-1 (plus `tail` stray bytes); counts what it wrote."""
+
+    def __init__(self, n: int, tail: bytes = b""):
+        r, w = os.pipe()
+        self.reader = os.fdopen(r, "rb")
+        self._w = os.fdopen(w, "wb", buffering=0)
+        self.written = 0
+        self._t = threading.Thread(target=self._feed, args=(n, tail), daemon=True)
+        self._t.start()
+
+    def _feed(self, n: int, tail: bytes) -> None:
+        try:
+            for i in range(n):
+                self._w.write(_frame(i).tobytes())
+                self.written += 1
+            self._w.write(tail)
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+        finally:
+            try:
+                self._w.close()
+            except OSError:
+                pass
+
+
+class Sink:
+    """A real pipe whose other end a thread reads frames from (or never reads, `drain=False`)."""
+
+    def __init__(self, drain: bool = True):
+        r, w = os.pipe()
+        self._r = os.fdopen(r, "rb")
+        self.writer = os.fdopen(w, "wb")
+        self.frames: list[int] = []
+        if drain:
+            threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        size = int(np.prod(SHAPE))
+        while chunk := self._r.read(size):
+            self.frames.append(int(np.frombuffer(chunk, np.uint8)[0]))
+
+    def close_reading_end(self) -> None:
+        self._r.close()
+
+
+def test_frames_come_out_in_order_changed_by_the_caller():
+    src, sink = Source(30), Sink()
+    pipe = FramePipe(src.reader, sink.writer, SHAPE)
+    try:
+        for frame in pipe.frames():
+            pipe.put(frame + 1)
+        pipe.finish()
+    finally:
+        pipe.close()
+    deadline = time.monotonic() + 30
+    while len(sink.frames) < 30 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sink.frames == [i + 1 for i in range(30)]
+    assert pipe.times.frames == 30
+
+
+def test_a_stalled_encoder_holds_back_the_decoder_memory_stays_at_a_few_frames():
+    src, sink = Source(200), Sink(drain=False)
+    pipe = FramePipe(src.reader, sink.writer, SHAPE, depth=2)
+    taken = []
+
+    def work():
+        try:
+            for frame in pipe.frames():
+                taken.append(1)
+                pipe.put(frame)
+        except EncoderGone:
+            pass
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    # queues of 2, one frame in each thread's hands, ~1 in each pipe's buffer: nowhere near 200
+    assert src.written <= 12, src.written
+    assert len(taken) <= 8, len(taken)
+    sink.close_reading_end()  # the encoder "dies": the writer's write fails, the caller hears of it
+    t.join(30)
+    assert not t.is_alive()
+    pipe.close()
+    src.reader.close()
+
+
+def test_an_encoder_that_exits_is_reported_to_the_caller():
+    src, sink = Source(50), Sink(drain=False)
+    sink.close_reading_end()
+    pipe = FramePipe(src.reader, sink.writer, SHAPE)
+    with pytest.raises(EncoderGone):
+        for frame in pipe.frames():
+            pipe.put(frame)
+        pipe.finish()
+    pipe.close()
+
+
+def test_half_a_frame_at_the_end_is_an_error_in_plain_words():
+    src, sink = Source(3, tail=b"x" * 1000), Sink()
+    pipe = FramePipe(src.reader, sink.writer, SHAPE)
+    with pytest.raises(TargetError, match="stopped in the middle of a frame"):
+        for frame in pipe.frames():
+            pipe.put(frame)
+    pipe.close()
+
+
+def test_stage_times_show_where_the_time_went():
+    src, sink = Source(10), Sink()
+    pipe = FramePipe(src.reader, sink.writer, SHAPE)
+    try:
+        for frame in pipe.frames():
+            t = time.perf_counter()
+            time.sleep(0.02)  # the "face work"
+            pipe.add_work(time.perf_counter() - t, 0.01)
+            pipe.put(frame)
+        pipe.finish()
+    finally:
+        pipe.close()
+    st = pipe.times
+    assert st.frames == 10 and st.work_s >= 0.2 and st.inference_s == pytest.approx(0.1)
+    assert st.wall_s >= st.work_s
+    assert "10 frames in" in st.summary() and set(st.busy()) == {"decode", "face work", "encode"}
+
+
+def test_queue_depth_follows_the_frame_size():
+    assert queue_depth((1080, 1920, 3)) == 8
+    assert queue_depth((2160, 3840, 3)) == 2
+    assert queue_depth((240, 320, 3)) == 8
+
+
+# -- where ffmpeg decodes and encodes -------------------------------------------------------------
+
+def test_the_commands_use_the_gpu_only_when_asked():
+    assert "-hwaccel" not in ff.decode_command("/in/a.mp4", 0, (6, 0))
+    assert ff.decode_command("/in/a.mp4", 0, (6, 0), gpu=1)[4:8] == ["-hwaccel", "cuda", "-hwaccel_device", "1"]
+    cpu = ff.encode_command(320, 240, 25, "/t/v.mp4")
+    assert cpu[cpu.index("-c:v"):cpu.index("-c:v") + 2] == ["-c:v", "libx264"]
+    gpu = ff.encode_command(320, 240, 25, "/t/v.mp4", nvenc_gpu=1, version=(6, 0))
+    assert ["-c:v", "h264_nvenc", "-gpu", "1", "-preset", "p4"] == gpu[gpu.index("-c:v"):gpu.index("-c:v") + 6]
+    assert "-crf" not in gpu and "-cq" in gpu
+    assert ff.encoder_args(0, (4, 2))[4:6] == ["-preset", "slow"]  # before the SDK 10 presets
+
+
+@pytest.fixture
+def fresh_probes():
+    hwcodec.forget()
+    yield
+    hwcodec.forget()
+
+
+def test_without_a_gpu_everything_stays_on_the_cpu(fresh_probes):
+    assert hwcodec.codecs_for(None) == hwcodec.CPU_ONLY
+    assert hwcodec.codecs_for(0, env={"FFP_VIDEO_HARDWARE": "off"}) == hwcodec.CPU_ONLY
+    # this machine's ffmpeg lists h264_nvenc, but there is no NVIDIA driver: both probes fail
+    assert hwcodec.codecs_for(0) == hwcodec.CPU_ONLY
+
+
+def test_working_probes_put_decode_and_encode_on_the_tasks_gpu(fresh_probes, tmp_path, monkeypatch):
+    fake = tmp_path / "ffmpeg"
+    fake.write_text("#!/bin/sh\necho \"$@\" >> \"$0.calls\"\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(ff, "FFMPEG", str(fake))
+    assert hwcodec.codecs_for(1) == hwcodec.Codecs(decode_gpu=1, encode_gpu=1)
+    assert hwcodec.codecs_for(1).describe() == "decode on the GPU, encode with NVENC"
+    calls = Path(f"{fake}.calls").read_text().splitlines()
+    assert len(calls) == 2  # probed once per GPU and kind, then remembered
+    hwcodec.nvenc_failed(1)
+    assert hwcodec.codecs_for(1) == hwcodec.Codecs(decode_gpu=1, encode_gpu=None)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    import subprocess
+
+    out = tmp_path_factory.mktemp("pipeline") / "c.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", str(out)], check=True)
+    return out
+
+
+def test_a_video_reports_its_stage_times_and_codecs(clip, tmp_path, fresh_probes):
+    res = process_video(clip, tmp_path / "o.mp4", lambda f: (255 - f, 1, 1), inference_seconds=lambda: 0.0)
+    assert res.frames == 50 and res.stages.frames == 50
+    assert res.codecs == "decode on the CPU, encode with libx264"
+    assert 0 < res.stages.work_s <= res.stages.wall_s
+
+
+def test_an_encoder_failing_on_the_gpu_is_retried_on_the_cpu(clip, tmp_path, fresh_probes, monkeypatch, caplog):
+    real = hwcodec.codecs_for
+
+    def nvenc_first(gpu, env=os.environ):
+        if gpu == 0 and 0 not in hwcodec._nvenc_failed:
+            return hwcodec.Codecs(decode_gpu=None, encode_gpu=0)  # as if the probe had passed
+        return real(None, env)
+
+    monkeypatch.setattr(hwcodec, "codecs_for", nvenc_first)
+    seen = []
+    res = process_video(clip, tmp_path / "o.mp4", lambda f: (seen.append(1) or f, 0, 0), gpu=0)
+    assert res.frames == 50 and res.codecs == "decode on the CPU, encode with libx264"
+    assert len(seen) >= 50  # the frames were done again, none lost
+    assert 0 in hwcodec._nvenc_failed and "NVENC failed on GPU 0" in caplog.text
+
+
+def test_a_cancelled_video_stops_at_its_next_frame(clip, tmp_path):
+    from worker.signals import Terminated
+
+    cancel = threading.Event()
+
+    def work(frame, n=[]):
+        n.append(1)
+        if len(n) == 5:
+            cancel.set()
+        return frame, 0, 0
+
+    with pytest.raises(Terminated):
+        process_video(clip, tmp_path / "o.mp4", work, cancel=cancel, tmp_root=tmp_path)
+    assert not (tmp_path / "o.mp4").exists()
+    assert [p.name for p in tmp_path.iterdir()] == []

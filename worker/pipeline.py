@@ -1,0 +1,243 @@
+"""A video's frames in three overlapping stages: decode -> face work -> encode.
+
+Reading raw frames off the decoder's pipe, the face work (detection and swap: the GPU on a GPU
+node) and handing frames to the encoder's pipe each take a share of every frame. Done one after
+another, the GPU waits while the CPU copies and encodes, and the other way round. Here a reader
+thread and a writer thread move frames through two BOUNDED queues while the caller's thread does the
+face work, so the slowest stage alone sets the pace, and memory stays at a few frames whatever the
+video's length (`queue_depth`).
+
+`StageTimes` says where the time went: a stage that is busy all the time is the one to speed up
+(`summary()` is logged per video and printed by bench/worker_gpu.sh).
+
+The threads never outlive the video: `close()` stops them. A frame_fn that raises, an encoder that
+dies, or a SIGTERM (raised in the caller's thread) all end in `close()`, called by
+`worker.video` after it has killed both ffmpeg processes, so a blocked read or write returns.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import IO, Iterator
+
+import numpy as np
+
+from .errors import TargetError
+
+#: bytes of raw frames each queue may hold: a 1080p frame is 6.2 MB (8 frames), a 4K one 25 MB (the minimum of 2)
+QUEUE_BYTES = 48 * 1024 * 1024
+MIN_DEPTH, MAX_DEPTH = 2, 8
+#: how often a blocked thread looks at the stop flag (s); a frame usually arrives long before
+POLL_S = 0.1
+
+
+def queue_depth(shape: tuple[int, ...]) -> int:
+    """Frames per queue for frames of `shape`: as many as QUEUE_BYTES holds, within [MIN_DEPTH, MAX_DEPTH]."""
+    frame_bytes = int(np.prod(shape))
+    return max(MIN_DEPTH, min(MAX_DEPTH, QUEUE_BYTES // max(1, frame_bytes)))
+
+
+@dataclass
+class StageTimes:
+    """Seconds per stage over one video. The stages run side by side, so they add up to more
+    than `wall_s`; `starved_s` and `blocked_s` are the face work's waits for the other two."""
+
+    frames: int = 0
+    wall_s: float = 0.0
+    #: the reader: waiting for the decoder and copying frames off its pipe
+    decode_s: float = 0.0
+    #: the face work (frame_fn), in the caller's thread
+    work_s: float = 0.0
+    #: of `work_s`, the models' own run time, where the engine measures it (else 0)
+    inference_s: float = 0.0
+    #: the writer: handing frames to the encoder (waiting while it encodes)
+    encode_s: float = 0.0
+    #: the face work waiting for a decoded frame: decoding is slower than the face work
+    starved_s: float = 0.0
+    #: the face work waiting for room in the encoder's queue: encoding is slower
+    blocked_s: float = 0.0
+
+    def busy(self) -> dict[str, float]:
+        """Each stage's busy share of the wall time (0..1)."""
+        wall = self.wall_s or 1.0
+        return {"decode": self.decode_s / wall, "face work": self.work_s / wall, "encode": self.encode_s / wall}
+
+    def bottleneck(self) -> str:
+        busy = self.busy()
+        return max(busy, key=busy.get)
+
+    def summary(self) -> str:
+        fps = self.frames / self.wall_s if self.wall_s else 0.0
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in self.busy().items())
+        return (f"{self.frames} frames in {self.wall_s:.1f} s ({fps:.1f} frames/s); busy: {shares}; "
+                f"slowest stage: {self.bottleneck()}")
+
+    def to_dict(self) -> dict:
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+class _End:
+    """The reader's last item: the end of the stream, or what went wrong reading it."""
+
+    def __init__(self, error: BaseException | None = None):
+        self.error = error
+
+
+class EncoderGone(Exception):
+    """The writer could not hand a frame to the encoder (it exited): the caller asks ffmpeg why."""
+
+
+class FramePipe:
+    """Frames from `source` (raw frames of `shape`) to the caller, and the caller's results to `sink`.
+
+        pipe = FramePipe(dec.stdout, enc.stdin, shape)
+        try:
+            for frame in pipe.frames():
+                pipe.put(work(frame))
+            pipe.finish()          # every frame written, the encoder's input closed
+        finally:
+            ... kill the ffmpeg processes ...
+            pipe.close()           # the threads are gone
+    """
+
+    def __init__(self, source: IO[bytes], sink: IO[bytes], shape: tuple[int, int, int], depth: int | None = None):
+        self.shape = shape
+        self.depth = depth or queue_depth(shape)
+        self.times = StageTimes()
+        self._source, self._sink = source, sink
+        self._decoded: queue.Queue = queue.Queue(self.depth)
+        self._encoded: queue.Queue = queue.Queue(self.depth)
+        self._stop = threading.Event()
+        self._write_error: BaseException | None = None
+        self._started = time.perf_counter()
+        self._reader = threading.Thread(target=self._read_all, name="video-decode", daemon=True)
+        self._writer = threading.Thread(target=self._write_all, name="video-encode", daemon=True)
+        self._reader.start()
+        self._writer.start()
+
+    # -- the caller's side -----------------------------------------------------------------
+
+    def frames(self) -> Iterator[np.ndarray]:
+        """The decoded frames in order. Raises what the reader met (a frame cut short: TargetError)."""
+        while True:
+            t = time.perf_counter()
+            item = self._decoded.get()
+            self.times.starved_s += time.perf_counter() - t
+            if isinstance(item, _End):
+                if item.error is not None:
+                    raise item.error
+                return
+            yield item
+
+    def put(self, frame: np.ndarray) -> None:
+        """Queue a finished frame for the encoder; EncoderGone once the encoder stopped taking frames."""
+        t = time.perf_counter()
+        while True:
+            if self._write_error is not None or not self._writer.is_alive():
+                raise EncoderGone(str(self._write_error or "the encoder stopped"))
+            try:
+                self._encoded.put(frame, timeout=POLL_S)
+                break
+            except queue.Full:
+                continue
+        self.times.blocked_s += time.perf_counter() - t
+        self.times.frames += 1
+
+    def add_work(self, seconds: float, inference_seconds: float = 0.0) -> None:
+        self.times.work_s += seconds
+        self.times.inference_s += inference_seconds
+
+    def finish(self) -> None:
+        """Wait until the writer has handed every frame over, then close the encoder's input."""
+        self._put_end()
+        self._writer.join()
+        if self._write_error is not None:
+            raise EncoderGone(str(self._write_error))
+        try:
+            self._sink.close()
+        except BrokenPipeError:
+            raise EncoderGone("the encoder stopped") from None
+        self.times.wall_s = time.perf_counter() - self._started
+
+    def close(self) -> None:
+        """Stop both threads (after the ffmpeg processes were killed: nothing blocks then)."""
+        self._stop.set()
+        self._put_end()
+        self._reader.join()
+        self._writer.join()
+        if not self.times.wall_s:
+            self.times.wall_s = time.perf_counter() - self._started
+
+    def _put_end(self) -> None:
+        """The writer's last item; given up when the writer is gone (it died, or close() stopped it)."""
+        while self._writer.is_alive():
+            try:
+                self._encoded.put(None, timeout=POLL_S)
+                return
+            except queue.Full:
+                continue
+
+    # -- the threads -------------------------------------------------------------------------
+
+    def _read_all(self) -> None:
+        end = _End()
+        try:
+            while not self._stop.is_set():
+                t = time.perf_counter()
+                frame = read_frame(self._source, self.shape)
+                self.times.decode_s += time.perf_counter() - t
+                if frame is None:
+                    break
+                if not self._offer(self._decoded, frame):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
+            end = _End(exc)
+        self._offer(self._decoded, end)
+
+    def _write_all(self) -> None:
+        while True:
+            try:
+                frame = self._encoded.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return
+                continue
+            if frame is None:
+                return
+            t = time.perf_counter()
+            try:
+                self._sink.write(memoryview(np.ascontiguousarray(frame)).cast("B"))
+            except (OSError, ValueError) as exc:  # BrokenPipeError: the encoder exited; ValueError: pipe closed
+                self._write_error = exc
+                return
+            finally:
+                self.times.encode_s += time.perf_counter() - t
+
+    def _offer(self, q: queue.Queue, item) -> bool:
+        """Put `item` on `q`, giving up (False) once the pipe is being closed."""
+        while not self._stop.is_set():
+            try:
+                q.put(item, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+
+def read_frame(stream: IO[bytes], shape: tuple[int, int, int]) -> np.ndarray | None:
+    """The next whole frame, None at a clean end of stream; TargetError for half a frame."""
+    frame = np.empty(shape, np.uint8)
+    view = memoryview(frame).cast("B")
+    got = 0
+    while got < len(view):
+        n = stream.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    if got == 0:
+        return None
+    if got < len(view):
+        raise TargetError("the video decoder stopped in the middle of a frame")
+    return frame
