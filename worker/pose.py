@@ -15,6 +15,9 @@ NOSE_DEPTH = 0.44
 #: faces turned toward profile (the ones the warp smeared) measure 48 and 49 deg, the other four
 #: 2-22 deg; its Tom Hanks photo 27 deg. (Measured with `yaw_degrees` and judged by eye.)
 PROFILE_YAW = 40.0
+#: in a video, a person once left as is counts as facing the camera again only below this, so a
+#: head held near PROFILE_YAW is not swapped on one frame and left on the next (worker.process)
+PROFILE_YAW_BACK = 35.0
 
 
 def yaw_degrees(pts: np.ndarray) -> float:

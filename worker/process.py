@@ -71,7 +71,9 @@ class Swapper:
         )
         if not chosen:
             return image, len(faces), 0
-        return self.engine.swap(image, chosen, self.identity), len(faces), len(chosen)
+        out = self.engine.swap(image, chosen, self.identity)
+        # faces the engine left as they are (turned toward profile: ClassicEngine.too_turned) are not swapped
+        return out, len(faces), len(chosen) - getattr(self.engine, "last_left_as_is", 0)
 
     def _swap_steady(self, image: np.ndarray, faces: list, steady: SteadyFaces) -> tuple[np.ndarray, int, int]:
         items = steady.update(faces, image)
@@ -81,9 +83,26 @@ class Swapper:
                                                  o.reference_distance))
         # a person held through a frame the detector missed is still on screen: counted as found
         found = len(faces) + sum(1 for it in items if it.detected is None)
+        chosen = self._not_turned(items, chosen)
         if not chosen:
             return image, found, 0
         return self.engine.swap(image, chosen, self.identity), found, len(chosen)
+
+    def _not_turned(self, items: list, chosen: list[Face]) -> list[Face]:
+        """`chosen` without the people turned toward profile, by the engine's rule (when it has one)
+        decided per person with hysteresis: a head held near the limit stays swapped, or stays as
+        it is, instead of flickering between the two from frame to frame."""
+        rule = getattr(self.engine, "too_turned", None)
+        if rule is None:
+            return chosen
+        track_of = {id(it.face): it.track for it in items}
+        kept = []
+        for face in chosen:
+            track = track_of[id(face)]
+            track.turned = bool(rule(face, track.turned))
+            if not track.turned:
+                kept.append(face)
+        return kept
 
 
 def _frame_fn(swapper: Swapper,
@@ -183,12 +202,13 @@ PROFILE_LEFT = "a face in profile was left as is"
 
 def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> Outcome:
     img = load_image(target, swapper.options.max_pixels, name)
+    engine = getattr(swapper, "engine", None)
+    if hasattr(engine, "last_left_as_is"):
+        engine.last_left_as_is = 0  # this photo's count only, also when no face reaches the engine
     result, found, swapped = _frame_fn(swapper)(img.bgr)
     note = f" ({img.note})" if img.note else ""
-    # faces the engine left as they are (turned toward profile: ClassicEngine.too_turned) were
-    # counted as swapped; the target says so
-    left = getattr(getattr(swapper, "engine", None), "last_left_as_is", 0) if swapped else 0
-    swapped -= left
+    # faces the engine left as they are (turned toward profile: ClassicEngine.too_turned); the target says so
+    left = getattr(engine, "last_left_as_is", 0)
     profile = {"code": "profile_left", "params": {"left": left}} if left else {}
     if swapped == 0:
         # FaceFusion's behaviour: no face -> the output is the unchanged input (byte for byte).

@@ -141,6 +141,8 @@ class Track:
     face: Face  # the last steady face
     missed: int = 0
     decision: bool | None = None
+    #: left as is in the last frame, turned toward profile (the engine's rule, with hysteresis)
+    turned: bool = False
     motion: complex = 0j  # last frame-to-frame shift of the steady face, for the frames it is missed
 
     @property

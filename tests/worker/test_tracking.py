@@ -174,7 +174,8 @@ def test_a_tracked_video_keeps_its_frames_and_audio(swapped_clips):
     for steady in (False, True):
         assert outcomes[steady].status == "done", outcomes[steady].message
         assert outcomes[steady].frames == FRAMES
-        assert outcomes[steady].faces_swapped == 3
+        # three people; the one turned 48 deg toward profile is left as is (worker.pose), not counted
+        assert (outcomes[steady].faces_found, outcomes[steady].faces_swapped) == (3, 2)
         assert _audio_streams(work / f"out-{steady}.mp4") == _audio_streams(src) == 1
 
 
@@ -195,3 +196,48 @@ def test_a_tracked_video_wobbles_less_than_one_swapped_frame_by_frame(swapped_cl
     assert after < before
     # the extra wobble the swap adds (beyond the target's own) at least halves
     assert after - target < 0.5 * (before - target), (target, before, after)
+
+
+def test_a_person_held_near_the_profile_limit_does_not_flicker_between_swapped_and_not():
+    from worker.manifest import EngineOptions
+    from worker.process import Swapper
+
+    rng = np.random.default_rng(RNG_SEED)
+    face = _face(_shape(rng, (200, 200), 80))
+
+    class Engine:
+        """Turns its head as the test says; left as is past 40 deg, or past 35 once left as is."""
+
+        name, device, yaw = "fake", "none", 0.0
+
+        def detect(self, image):
+            return [Face(bbox=face.bbox, landmarks=face.landmarks.copy())]
+
+        def too_turned(self, f, was_turned=False):
+            return self.yaw > (35.0 if was_turned else 40.0)
+
+        def swap(self, image, faces, identity):
+            return image + 1
+
+    engine = Engine()
+    swapper = Swapper(engine=engine, identity=None, options=EngineOptions(name="classic"))
+    steady, image = swapper.video_state(), np.zeros((400, 400, 3), np.uint8)
+    swapped = []
+    for yaw in (20, 20, 41, 38, 42, 37, 39, 36, 41, 30, 20):
+        engine.yaw = yaw
+        out, found, n = swapper.swap_frame(image, steady)
+        assert found == 1 and bool(out.any()) == bool(n)
+        swapped.append(n)
+    # frame by frame, 38/37/39/36 would each be swapped between frames left as is
+    assert swapped == [1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1]
+
+
+def test_the_classic_engine_asks_a_turned_person_to_face_the_camera_a_little_more(monkeypatch):
+    from worker import pose
+    from worker.engines.classic import ClassicEngine
+
+    engine = ClassicEngine()
+    face = Face(bbox=(0, 0, 1, 1), landmarks=np.zeros((68, 2)))
+    for yaw, before, after in ((45, True, True), (38, False, True), (-38, False, True), (33, False, False)):
+        monkeypatch.setattr(pose, "yaw_degrees", lambda pts, yaw=yaw: float(yaw))
+        assert (engine.too_turned(face), engine.too_turned(face, was_turned=True)) == (before, after), yaw

@@ -150,10 +150,12 @@ class ClassicEngine:
 
     # -- swapping ---------------------------------------------------------------------------
 
-    def too_turned(self, face: Face) -> bool:
+    def too_turned(self, face: Face, was_turned: bool = False) -> bool:
         """Whether `face` is turned so far toward profile that the swap leaves it as it is: a 2-D
-        warp of a front-facing source smears a profile (`worker.pose`)."""
-        return pose.is_profile(face.landmarks)
+        warp of a front-facing source smears a profile (`worker.pose`). `was_turned`: this person
+        was left as is in the video's previous frame; they then need to face the camera a little
+        more (PROFILE_YAW_BACK) to be swapped again."""
+        return pose.is_profile(face.landmarks, pose.PROFILE_YAW_BACK if was_turned else pose.PROFILE_YAW)
 
     def swap(self, image: np.ndarray, faces: list[Face], identity: Identity) -> np.ndarray:
         """A new image with each face replaced by the identity; pixels far from faces untouched.
