@@ -81,7 +81,19 @@ class ScontrolRunner:
 
 
 @pytest.fixture
-def scontrol(monkeypatch, inline_rq):
+def clock(monkeypatch):
+    """Django's clock stopped at NOW, the moment the tests' bookings are made at: the RQ tasks
+    (making a reservation, the beat's retries) read the clock themselves, and a booking made for
+    09:00-11:00 on 2026-12-01 must not be "over" because the tests run later that day (seen: four
+    tests failed after 11:00) or on another day."""
+    from django.utils import timezone
+
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    return NOW
+
+
+@pytest.fixture
+def scontrol(monkeypatch, inline_rq, clock):
     runner = ScontrolRunner()
     monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
     return runner

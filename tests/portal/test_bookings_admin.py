@@ -7,7 +7,7 @@ from jobs.bookings import parse_request
 from jobs.models import AuditEntry, Booking, BookingPolicy, BookingState, GpuType
 
 from .api_helpers import session_client
-from .booking_helpers import NOW, events, h200, policy, scontrol, seed_json  # noqa: F401 - fixtures
+from .booking_helpers import NOW, clock, events, h200, policy, scontrol, seed_json  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 

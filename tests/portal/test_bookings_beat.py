@@ -13,7 +13,7 @@ from jobs.bookings import parse_request, tick
 from jobs.bookings.reservations import delete_reservation, make_reservation
 from jobs.models import Booking, BookingState
 
-from .booking_helpers import SAMPLES, at, events, gpu_type, h200, NOW, policy, scontrol, seed_json  # noqa: F401
+from .booking_helpers import SAMPLES, at, clock, events, gpu_type, h200, NOW, policy, scontrol, seed_json  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
