@@ -19,7 +19,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import IO, Iterator
 
 import numpy as np
@@ -42,7 +42,7 @@ def queue_depth(shape: tuple[int, ...]) -> int:
 @dataclass
 class StageTimes:
     """Seconds per stage over one video. The stages run side by side, so they add up to more
-    than `wall_s`; `starved_s` and `blocked_s` are the face work's waits for the other two."""
+    than `wall_s`."""
 
     frames: int = 0
     wall_s: float = 0.0
@@ -54,10 +54,6 @@ class StageTimes:
     inference_s: float = 0.0
     #: the writer: handing frames to the encoder (waiting while it encodes)
     encode_s: float = 0.0
-    #: the face work waiting for a decoded frame: decoding is slower than the face work
-    starved_s: float = 0.0
-    #: the face work waiting for room in the encoder's queue: encoding is slower
-    blocked_s: float = 0.0
 
     def busy(self) -> dict[str, float]:
         """Each stage's busy share of the wall time (0..1)."""
@@ -73,9 +69,6 @@ class StageTimes:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in self.busy().items())
         return (f"{self.frames} frames in {self.wall_s:.1f} s ({fps:.1f} frames/s); busy: {shares}; "
                 f"slowest stage: {self.bottleneck()}")
-
-    def to_dict(self) -> dict:
-        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 class _End:
@@ -122,9 +115,7 @@ class FramePipe:
     def frames(self) -> Iterator[np.ndarray]:
         """The decoded frames in order. Raises what the reader met (a frame cut short: TargetError)."""
         while True:
-            t = time.perf_counter()
             item = self._decoded.get()
-            self.times.starved_s += time.perf_counter() - t
             if isinstance(item, _End):
                 if item.error is not None:
                     raise item.error
@@ -133,7 +124,6 @@ class FramePipe:
 
     def put(self, frame: np.ndarray) -> None:
         """Queue a finished frame for the encoder; EncoderGone once the encoder stopped taking frames."""
-        t = time.perf_counter()
         while True:
             if self._write_error is not None or not self._writer.is_alive():
                 raise EncoderGone(str(self._write_error or "the encoder stopped"))
@@ -142,7 +132,6 @@ class FramePipe:
                 break
             except queue.Full:
                 continue
-        self.times.blocked_s += time.perf_counter() - t
         self.times.frames += 1
 
     def add_work(self, seconds: float, inference_seconds: float = 0.0) -> None:

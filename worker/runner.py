@@ -173,7 +173,7 @@ def run_task(cfg: TaskConfig) -> int:
         try:
             with open_target(target.path, allowed) as opened:
                 outcome = process_target(swapper, opened.path, out_path, on_frames=on_frames, tmp_root=cfg.tmp_root,
-                                         name=opened.name, poster=poster, **({"cancel": stop} if stop_aware else {}))
+                                         name=opened.name, poster=poster, cancel=stop)
         except TargetError as exc:  # refused ("skipped: ..."), missing or unreadable: never opened
             outcome = Outcome(status="failed", message=str(exc), code=exc.code, params=exc.params)
         except Terminated:
@@ -196,8 +196,7 @@ def run_task(cfg: TaskConfig) -> int:
             failed.append(i)
 
     # several GPUs: one pipeline each (worker.gpus); SIGTERM then reaches the pipelines through `stop`
-    stop_aware = len(swappers) > 1
-    if stop_aware:
+    if len(swappers) > 1:
         try:
             run_on_each(chunk, swappers, one, stop)
         except Terminated:
