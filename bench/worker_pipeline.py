@@ -18,6 +18,10 @@ run, then min/median/max over the runs:
   subtracts at most what the models cost: an overestimate of the CPU side, never an underestimate.
   It is split into the worker process's part (frames through pipes, pre/post-processing,
   alignment, paste-back) and ffmpeg's (decoding, colour conversion, libx264 or NVENC);
+- the face work alone: the same worker code over 40 of the clip's frames held in memory, with no
+  decoder, encoder or pipe beside it: CPU ms per frame besides the models. This is what stays on
+  the CPU of a GPU node where NVDEC and NVENC take the codecs (their own CPU share, the copy of each
+  frame off the GPU and its colour conversion, cannot be measured here);
 - with nvidia-smi: GPU busy % (utilization.gpu sampled every 50 ms) and peak GPU memory.
 
 Models: the real insightface models when $FACEFUSION_MODELS_DIR holds them with the right SHA-256;
@@ -170,6 +174,33 @@ def run_once(swapper, clip: Path, out: Path) -> dict:
     }
 
 
+#: frames held in memory for the face-work-alone measure (6 MB each at 1080p)
+ALONE_FRAMES = 40
+
+
+def decoded_frames(clip: Path, count: int) -> np.ndarray:
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", str(clip), "-frames:v", str(count), "-f", "rawvideo",
+                          "-pix_fmt", "bgr24", "-"], capture_output=True, check=True).stdout
+    return np.frombuffer(raw, np.uint8).reshape(-1, HEIGHT, WIDTH, 3)
+
+
+def face_work_alone(swapper, frames: np.ndarray) -> dict:
+    """The face work of `frames` (already decoded, in memory) as a video's frames get it, with no
+    decoder, encoder or pipes beside it: the worker's own CPU cost per frame besides the models,
+    i.e. what stays on the CPU when a GPU node's NVDEC/NVENC take the codecs."""
+    work = [f.copy() for f in frames]  # the frames are swapped in place, as a video's are
+    steady = swapper.video_state()
+    clock = getattr(swapper.engine, "inference_seconds", lambda: 0.0)
+    c0, m0, t0 = cpu_seconds(resource.RUSAGE_SELF), clock(), time.perf_counter()
+    for frame in work:
+        swapper.swap_frame(frame, steady)
+    wall = time.perf_counter() - t0
+    cpu, models = cpu_seconds(resource.RUSAGE_SELF) - c0, clock() - m0
+    n = len(work)
+    return {"cpu_ms_face_work_alone": (cpu - models) / n * 1000, "models_ms_alone": models / n * 1000,
+            "wall_ms_face_work_alone": wall / n * 1000}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -177,22 +208,30 @@ def main() -> int:
     ap.add_argument("--engine", choices=("insightface", "classic"), default="insightface")
     args = ap.parse_args()
 
+    from worker.pipeline import set_opencv_threads
+
+    threads = set_opencv_threads()  # as `python -m worker run` does
     work = Path(tempfile.mkdtemp(prefix="ffp-pipeline-"))
     clip = make_clip(work / "one-face-1080p.mp4", args.frames)
     swapper, models = load_swapper(args.engine)
     print(f"engine {swapper.engine.name} on {swapper.engine.device}, models: {models}; "
-          f"{os.cpu_count()} CPU core(s) visible, {len(os.sched_getaffinity(0))} usable")
+          f"{os.cpu_count()} CPU core(s) visible, {len(os.sched_getaffinity(0))} usable; "
+          f"OpenCV threads: {threads or 'its default'} ($FFP_OPENCV_THREADS)")
+    held = decoded_frames(clip, ALONE_FRAMES)
     runs = []
     for i in range(args.runs):
         r = run_once(swapper, clip, work / f"out-{i}.mp4")
+        r.update(face_work_alone(swapper, held))
         runs.append(r)
         print(f"run {i + 1}: {r['frames_per_s']:.1f} frames/s; busy decode {r['busy_decode']:.0%}, "
               f"face work {r['busy_face_work']:.0%} (models {r['models_share_of_face_work']:.0%} of it), "
               f"encode {r['busy_encode']:.0%}; CPU-side {r['cpu_ms_per_frame']:.1f} ms/frame "
-              f"(worker {r['cpu_ms_worker_process']:.1f}, ffmpeg {r['cpu_ms_ffmpeg']:.1f}); {r['codecs']}")
+              f"(worker {r['cpu_ms_worker_process']:.1f}, ffmpeg {r['cpu_ms_ffmpeg']:.1f}); {r['codecs']}; "
+              f"face work alone {r['cpu_ms_face_work_alone']:.1f} ms CPU/frame besides the models "
+              f"({r['models_ms_alone']:.1f} ms models, {r['wall_ms_face_work_alone']:.1f} ms wall)")
     summary = {}
     for key in ("frames_per_s", "cpu_ms_per_frame", "cpu_ms_worker_process", "cpu_ms_ffmpeg", "busy_decode",
-                "busy_face_work", "busy_encode"):
+                "busy_face_work", "busy_encode", "cpu_ms_face_work_alone", "wall_ms_face_work_alone"):
         values = sorted(r[key] for r in runs)
         summary[key] = {"min": round(values[0], 3), "median": round(statistics.median(values), 3),
                         "max": round(values[-1], 3)}

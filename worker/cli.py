@@ -74,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    from .pipeline import set_opencv_threads
     from .runner import TaskConfig, run_task
 
     cfg = TaskConfig.from_env(args.manifest, args.task_index, args.models_dir, args.registry,
                               test_allocate_mb=args.test_allocate_mb)
+    set_opencv_threads()
     return run_task(cfg)
 
 
@@ -102,6 +104,7 @@ def _models_dir(args) -> str:
 
 def _swap(args) -> int:
     from .engines import load_engine
+    from .pipeline import set_opencv_threads
     from .process import build_swapper, process_target
 
     options = EngineOptions(
@@ -117,6 +120,7 @@ def _swap(args) -> int:
     except ManifestError as exc:
         print(f"error: {exc}".replace("engine.", "--").replace("_", "-"), file=sys.stderr)
         return 2
+    set_opencv_threads()
     engine = load_engine(options.name, _models_dir(args), _registry(args))
     from .provenance import label_for
 

@@ -16,6 +16,9 @@ dies, or a SIGTERM (raised in the caller's thread) all end in `close()`, called 
 """
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
 import queue
 import threading
 import time
@@ -26,11 +29,58 @@ import numpy as np
 
 from .errors import TargetError
 
+log = logging.getLogger("worker.pipeline")
+
 #: bytes of raw frames each queue may hold: a 1080p frame is 6.2 MB (8 frames), a 4K one 25 MB (the minimum of 2)
 QUEUE_BYTES = 48 * 1024 * 1024
 MIN_DEPTH, MAX_DEPTH = 2, 8
 #: how often a blocked thread looks at the stop flag (s); a frame usually arrives long before
 POLL_S = 0.1
+
+
+#: what a frame pipe is widened to (Linux's default limit for an unprivileged process): with the default
+#: 64 KiB a 1080p frame takes ~100 reads and as many wake-ups of each side; 1 MiB halved the reader's
+#: CPU time per frame (5 -> 2 ms, docs/worker.md)
+PIPE_BYTES = 1024 * 1024
+
+
+def widen_pipe(stream: IO[bytes] | None, size: int = PIPE_BYTES) -> int | None:
+    """Make the pipe under `stream` hold `size` bytes; its new size, or None where the system says
+    no (another OS, a lower /proc/sys/fs/pipe-max-size, the user's pipe quota): then it just stays
+    slower."""
+    try:
+        return fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, size)
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+#: OpenCV's threads per worker process unless $FFP_OPENCV_THREADS says otherwise (0: OpenCV's own
+#: choice, one per core)
+OPENCV_THREADS = 1
+
+
+def set_opencv_threads(env=os.environ) -> int:
+    """Run OpenCV's functions on the calling thread alone (or $FFP_OPENCV_THREADS threads); returns
+    the number set.
+
+    A task's parallelism is its pipeline (decoder, face work and encoder side by side, one pipeline
+    per GPU) and Slurm's array of tasks. OpenCV's own pool split each warp and resize over the cores
+    the encoder needed and then waited on them: on the 1080p bench (2 cores, medians of 3 alternated
+    runs), one thread took the worker's CPU from 19.8 to 16.2 ms a frame, ffmpeg's from 81.2 to 72.6
+    (less contention), and frames/s from 17.2 to 19.5 (docs/worker.md). A single large photo on its
+    own takes ~25 % longer.
+    """
+    import cv2
+
+    raw = env.get("FFP_OPENCV_THREADS", "")
+    threads = OPENCV_THREADS
+    if raw.strip():
+        try:
+            threads = max(0, int(raw))
+        except ValueError:
+            log.warning("FFP_OPENCV_THREADS=%r is not a whole number; using %d", raw, OPENCV_THREADS)
+    cv2.setNumThreads(threads if threads > 0 else -1)  # a negative number restores OpenCV's default
+    return threads
 
 
 def queue_depth(shape: tuple[int, ...]) -> int:

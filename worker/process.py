@@ -61,7 +61,8 @@ class Swapper:
         """(new image, faces found, faces swapped) for one picture or video frame.
 
         `steady`: the video's `video_state()`, given frame after frame in order: each person is then
-        decided once for the whole clip and swapped at their smoothed landmarks.
+        decided once for the whole clip and swapped at their smoothed landmarks. The frame itself is
+        then swapped in place where the engine can (a video's frame is its own; no copy).
         """
         faces = self.engine.detect(image)
         if steady is not None:
@@ -86,6 +87,9 @@ class Swapper:
         chosen = self._not_turned(items, chosen)
         if not chosen:
             return image, found, 0
+        # a video frame is the video's own and `steady` kept only crops of it: no copy is needed
+        if getattr(self.engine, "swaps_in_place", False):
+            return self.engine.swap(image, chosen, self.identity, inplace=True), found, len(chosen)
         return self.engine.swap(image, chosen, self.identity), found, len(chosen)
 
     def _not_turned(self, items: list, chosen: list[Face]) -> list[Face]:

@@ -167,21 +167,22 @@ class SteadyFaces:
     params: SteadyParams = field(default_factory=SteadyParams)
     tracks: list[Track] = field(default_factory=list)
     next_id: int = 1
-    #: the previous frame (BGR), kept by reference: only the crops around faces are ever converted
-    _frame: np.ndarray | None = field(default=None, repr=False)
+    #: the previous frame's crop around each track's face (`flow_crop`), by track id
+    _crops: dict[int, FlowCrop] = field(default_factory=dict, repr=False)
 
     def update(self, faces: list[Face], image: np.ndarray | None = None) -> list[Steady]:
         """The faces of this frame, tracked and steadied. `image` (BGR, the frame the faces were
         found in): with it, each face's motion since the last frame is measured on the pixels
-        (optical flow), so the smoothing removes the detector's wobble but not the real motion."""
+        (optical flow), so the smoothing removes the detector's wobble but not the real motion.
+        Only crops of `image` are kept: once this returns, the frame may be changed in place."""
         p = self.params
         motions: dict[int, Motion] = {}
-        if image is not None and self._frame is not None and image.shape == self._frame.shape:
+        if image is not None:
             for t in self.tracks:
-                m = face_motion(self._frame, image, t.box)
+                crop = self._crops.get(t.id)
+                m = face_motion(crop, image) if crop is not None else None
                 if m is not None:
                     motions[id(t)] = m
-        self._frame = image
         pairs = self._match(faces, motions)
         matched_tracks = {id(t) for t, _ in pairs}
         matched_faces = {id(f) for _, f in pairs}
@@ -199,6 +200,13 @@ class SteadyFaces:
                 t = self._start(f)
                 self.tracks.append(t)
                 out.append(Steady(t, t.face, f))
+        # where each face is now, for measuring its motion into the next frame
+        self._crops = {}
+        if image is not None:
+            for t in self.tracks:
+                crop = flow_crop(image, t.box)
+                if crop is not None:
+                    self._crops[t.id] = crop
         return out
 
     def _match(self, faces: list[Face], motions: dict[int, Motion]) -> list[tuple[Track, Face]]:
@@ -308,27 +316,55 @@ FLOW_MIN_POINTS = 8
 FLOW_FACE_WIDTH = 160
 
 
-def face_motion(prev: np.ndarray, cur: np.ndarray, box) -> Motion | None:
-    """How the face in `box` moved from frame `prev` to `cur` (BGR or grey), as a similarity, measured
-    by Lucas-Kanade flow of corners inside the box (RANSAC drops the ones that slid or hid).
-    None when too little texture or agreement to say."""
-    h, w = prev.shape[:2]
+@dataclass
+class FlowCrop:
+    """The grey pixels around one face in one frame, kept for measuring its motion into the next.
+
+    Kept instead of the frame itself: the frame is then free to be swapped in place (a 1080p frame
+    is 6 MB, a crop a few dozen KB), and the flow still sees the faces as they were filmed."""
+
+    #: the crop's rectangle in the frame (x1, y1, x2, y2)
+    region: tuple[int, int, int, int]
+    #: the crop's scale against the frame (1, or less for a face wider than FLOW_FACE_WIDTH)
+    scale: float
+    grey: np.ndarray
+    #: where the face's box lies in `grey` (x1, y1, x2, y2, in crop pixels)
+    inner: tuple[int, int, int, int]
+    #: the frame's (height, width): a crop is only compared with a frame of the same size
+    frame_size: tuple[int, int]
+    box_width: float
+
+
+def flow_crop(frame: np.ndarray, box) -> FlowCrop | None:
+    """The crop of `frame` (BGR or grey) that `face_motion` measures the face in `box` on: the box
+    with half its size of room on every side, so the flow's search stays inside it. None when the
+    face is (nearly) off the frame."""
+    h, w = frame.shape[:2]
     x1, y1, x2, y2 = box
     bw, bh = x2 - x1, y2 - y1
-    # a crop with room around the face, so the flow's search stays inside it
     cx1, cy1 = int(max(0, x1 - bw / 2)), int(max(0, y1 - bh / 2))
     cx2, cy2 = int(min(w, x2 + bw / 2)), int(min(h, y2 + bh / 2))
     if cx2 - cx1 < 16 or cy2 - cy1 < 16:
         return None
     scale = min(1.0, FLOW_FACE_WIDTH / max(bw, 1.0))
-    a, b = (_grey_crop(f, cx1, cy1, cx2, cy2, scale) for f in (prev, cur))
-    mask = np.zeros_like(a)
-    mask[int(max(0, (y1 - cy1) * scale)):int(max(0, (y2 - cy1) * scale)),
-         int(max(0, (x1 - cx1) * scale)):int(max(0, (x2 - cx1) * scale))] = 255
-    pts = cv2.goodFeaturesToTrack(a, FLOW_CORNERS, 0.01, max(3.0, bw * scale / 16), mask=mask)
+    inner = (int(max(0, (x1 - cx1) * scale)), int(max(0, (y1 - cy1) * scale)),
+             int(max(0, (x2 - cx1) * scale)), int(max(0, (y2 - cy1) * scale)))
+    return FlowCrop((cx1, cy1, cx2, cy2), scale, _grey_crop(frame, cx1, cy1, cx2, cy2, scale), inner, (h, w), float(bw))
+
+
+def face_motion(prev: np.ndarray | FlowCrop, cur: np.ndarray, box=None) -> Motion | None:
+    """How the face moved from the previous frame to `cur` (BGR or grey), as a similarity, measured
+    by Lucas-Kanade flow of corners inside its box (RANSAC drops the ones that slid or hid).
+    `prev`: the previous frame's `flow_crop` around the face (or the previous frame itself, with
+    the face's `box`). None when too little texture or agreement to say."""
+    a = prev if isinstance(prev, FlowCrop) else flow_crop(prev, box)
+    if a is None or cur.shape[:2] != a.frame_size:
+        return None
+    b = _grey_crop(cur, *a.region, a.scale)
+    pts = _corners(a)
     if pts is None or len(pts) < FLOW_MIN_POINTS:
         return None
-    nxt, status, _ = cv2.calcOpticalFlowPyrLK(a, b, pts, None, winSize=(21, 21), maxLevel=3)
+    nxt, status, _ = cv2.calcOpticalFlowPyrLK(a.grey, b, pts, None, winSize=(21, 21), maxLevel=3)
     ok = status.ravel() == 1
     if ok.sum() < FLOW_MIN_POINTS:
         return None
@@ -336,10 +372,31 @@ def face_motion(prev: np.ndarray, cur: np.ndarray, box) -> Motion | None:
     if m is None or inliers is None or inliers.sum() < FLOW_MIN_POINTS:
         return None
     scale_rot = complex(m[0, 0], m[1, 0])
-    shift = complex(m[0, 2], m[1, 2]) / scale  # a shift of the scaled crop, in frame pixels
+    shift = complex(m[0, 2], m[1, 2]) / a.scale  # a shift of the scaled crop, in frame pixels
     # back to frame coordinates: z -> s * (z - o) + t + o, o the crop's corner
-    o = complex(cx1, cy1)
+    o = complex(a.region[0], a.region[1])
     return scale_rot, shift + o - scale_rot * o
+
+
+#: pixels of room kept around the face's box when looking for corners: a pixel's corner measure
+#: reads two pixels around it (3x3 gradients summed over a 3x3 block), and keeping only local maxima
+#: one more; with this room the result is the same as over the whole crop (checked frame for frame)
+CORNER_ROOM = 3
+
+
+def _corners(a: FlowCrop) -> np.ndarray | None:
+    """Up to FLOW_CORNERS good corners inside the face's box in crop `a` (crop coordinates): the
+    same as looking over the whole crop with the box as a mask, on a quarter of the pixels."""
+    ix1, iy1, ix2, iy2 = a.inner
+    rows, cols = a.grey.shape[:2]
+    ox, oy = max(0, ix1 - CORNER_ROOM), max(0, iy1 - CORNER_ROOM)
+    roi = a.grey[oy:min(rows, iy2 + CORNER_ROOM), ox:min(cols, ix2 + CORNER_ROOM)]
+    mask = np.zeros_like(roi)
+    mask[iy1 - oy:iy2 - oy, ix1 - ox:ix2 - ox] = 255
+    pts = cv2.goodFeaturesToTrack(roi, FLOW_CORNERS, 0.01, max(3.0, a.box_width * a.scale / 16), mask=mask)
+    if pts is not None:
+        pts += np.float32([ox, oy])
+    return pts
 
 
 def _grey_crop(frame: np.ndarray, x1: int, y1: int, x2: int, y2: int, scale: float) -> np.ndarray:
@@ -348,7 +405,12 @@ def _grey_crop(frame: np.ndarray, x1: int, y1: int, x2: int, y2: int, scale: flo
         crop = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
     if scale < 1.0:
         size = (max(1, int(round((x2 - x1) * scale))), max(1, int(round((y2 - y1) * scale))))
-        crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA)
+        # halved (Gaussian pyramid) while over twice the size, then bilinear: bilinear down to half
+        # size still reads every pixel, so nothing aliases; 4 to 5 times cheaper than INTER_AREA
+        # at the odd ratios face sizes give (0.8 -> 0.18 ms for a 360-pixel face)
+        while crop.shape[1] > 2 * size[0] and crop.shape[0] > 2 * size[1]:
+            crop = cv2.pyrDown(crop)
+        crop = cv2.resize(crop, size, interpolation=cv2.INTER_LINEAR)
     return crop
 
 

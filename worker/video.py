@@ -34,7 +34,7 @@ from . import hwcodec
 from .errors import TargetError
 from .imageio import part_path, require_nonempty_file
 from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
-from .pipeline import EncoderGone, FramePipe, StageTimes
+from .pipeline import EncoderGone, FramePipe, StageTimes, widen_pipe
 from .signals import Terminated
 
 log = logging.getLogger("worker.video")
@@ -236,6 +236,8 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=enc_log)
             except FileNotFoundError:
                 raise TargetError("ffmpeg is not installed on this node; videos cannot be processed") from None
+            widen_pipe(dec.stdout)
+            widen_pipe(enc.stdin)
             pipe = FramePipe(dec.stdout, enc.stdin, shape)
             try:
                 for frame in pipe.frames():

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 
+import cv2
 import numpy as np
 import onnx
 import pytest
@@ -16,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.worker import photos
 from tests.worker.fake_models import IR_VERSION, OPSET, build_fake_models
 from worker.engines import enhancer as enh
-from worker.engines.insightface_engine import CPU, InsightFaceEngine
+from worker.engines.insightface_engine import CPU, InsightFaceEngine, swap_mask
 from worker.errors import ModelError
 from worker.models import ENHANCER_MODEL
 
@@ -167,3 +168,28 @@ def test_paste_back_keeps_every_pixel_the_mask_leaves_out():
     assert not changed[:50].any() and not changed[115:].any() and not changed[:, :100].any() and not changed[:, 165:].any()
     assert (out[82, 132] == 255).all()  # the middle takes the crop fully
     assert not changed[50, 100:164].any()  # the mask's edge is 0: no seam
+
+
+@pytest.mark.parametrize("angle, scale", [(0.0, 1.0), (17.0, 2.3), (-40.0, 0.7)])
+def test_paste_back_over_the_masks_footprint_alone_is_the_whole_crops_paste(angle, scale):
+    """Only where the mask is above 0 can a pixel change, so only that part of the crop is warped
+    (a tenth less area for the swapper's mask): every pixel is what warping all of it gives."""
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (400, 500, 3), np.uint8)
+    # smooth, so that warping from another origin (a sub-pixel rounding apart) moves values by < 1 level
+    crop = cv2.GaussianBlur(rng.integers(0, 256, (128, 128, 3), np.uint8), (0, 0), 4)
+    crop = cv2.normalize(crop, None, 0, 255, cv2.NORM_MINMAX)
+    mask = swap_mask(128)
+    to_image = cv2.getRotationMatrix2D((64, 64), angle, scale)
+    to_image[:, 2] += (250 - 64, 200 - 64)
+    matrix = cv2.invertAffineTransform(to_image)  # image -> crop
+    got = enh.paste_back(image, crop, matrix, mask)
+    # the whole frame, the plain way
+    both = cv2.warpAffine(np.dstack([crop, np.rint(mask * 255).astype(np.uint8)]), to_image, (500, 400),
+                          flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    weight = both[..., 3:].astype(np.float32)
+    want = (weight * both[..., :3] + (255 - weight) * image) / 255
+    assert np.abs(got.astype(np.float32) - want).max() <= 2.0
+    untouched = weight[..., 0] == 0
+    assert np.array_equal(got[untouched], image[untouched])
+    assert (got != image).any(axis=2).sum() > 0.5 * (128 * scale * 0.8) ** 2

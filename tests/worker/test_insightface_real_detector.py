@@ -219,3 +219,25 @@ def test_the_fetch_helper_deletes_a_file_that_does_not_hash_and_fails(tmp_path):
     with pytest.raises(pytest.fail.Exception, match="deleted, the next run fetches it again"):
         real_models._check(bad, *real_models.SCRFD_FILES["models/scrfd.onnx"])
     assert not bad.exists()
+
+
+@pytest.mark.parametrize("image", ["solvay", "t1", "astronaut"])
+def test_its_faster_detector_code_finds_exactly_what_insightfaces_own_finds(engine, solvay, image):
+    """The engine runs SCRFD with its own input blob and decoding (worker.engines.scrfd_speed):
+    on real photos, every box, score and keypoint is the very one insightface's own code gives."""
+    from worker.engines.scrfd_speed import DetectorBlob
+
+    image = solvay if image == "solvay" else getattr(photos, image)()
+    det = engine._det
+    assert isinstance(det._prepare_input_blob, DetectorBlob) and "forward" in vars(det)
+    ours = engine.detect(image)
+    fast = det._prepare_input_blob, det.forward
+    del det._prepare_input_blob, det.forward  # back to insightface's own methods
+    try:
+        theirs = engine.detect(image)
+    finally:
+        det._prepare_input_blob, det.forward = fast
+    assert len(ours) == len(theirs) >= 1
+    for a, b in zip(ours, theirs):
+        assert a.bbox == b.bbox and a.score == b.score
+        assert np.array_equal(a.landmarks, b.landmarks)

@@ -13,7 +13,7 @@ import pytest
 from worker import ffmpeg as ff
 from worker import hwcodec
 from worker.errors import TargetError
-from worker.pipeline import EncoderGone, FramePipe, queue_depth
+from worker.pipeline import PIPE_BYTES, EncoderGone, FramePipe, queue_depth, set_opencv_threads, widen_pipe
 from worker.video import process_video
 
 SHAPE = (128, 128, 3)  # 48 KiB a frame: a pipe's own buffer (64 KiB) holds about one
@@ -243,3 +243,35 @@ def test_a_cancelled_video_stops_at_its_next_frame(clip, tmp_path):
         process_video(clip, tmp_path / "o.mp4", work, cancel=cancel, tmp_root=tmp_path)
     assert not (tmp_path / "o.mp4").exists()
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_frame_pipes_are_widened_and_a_file_that_is_no_pipe_is_left_alone(tmp_path):
+    """1 MiB pipes: a 1080p frame in 6 reads instead of ~100 (half the reader's CPU per frame)."""
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as reader, os.fdopen(w, "wb") as writer:
+        assert widen_pipe(reader) == PIPE_BYTES
+        # what was promised is there: a whole MiB written without a reader, no blocking
+        os.set_blocking(writer.fileno(), False)
+        assert os.write(writer.fileno(), bytes(PIPE_BYTES)) == PIPE_BYTES
+    with open(tmp_path / "plain", "wb") as plain:
+        assert widen_pipe(plain) is None
+
+
+@pytest.fixture
+def opencv_threads():
+    import cv2
+
+    before = cv2.getNumThreads()
+    yield cv2
+    cv2.setNumThreads(before)
+
+
+def test_a_task_runs_opencv_on_one_thread_unless_told_otherwise(opencv_threads, caplog):
+    cv2 = opencv_threads
+    cv2.setNumThreads(-1)
+    default = cv2.getNumThreads()
+    assert set_opencv_threads({}) == 1 and cv2.getNumThreads() == 1
+    assert set_opencv_threads({"FFP_OPENCV_THREADS": "0"}) == 0 and cv2.getNumThreads() == default
+    assert set_opencv_threads({"FFP_OPENCV_THREADS": "3"}) == 3 and cv2.getNumThreads() == 3
+    assert set_opencv_threads({"FFP_OPENCV_THREADS": "many"}) == 1 and cv2.getNumThreads() == 1
+    assert "FFP_OPENCV_THREADS='many' is not a whole number; using 1" in caplog.text

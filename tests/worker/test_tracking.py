@@ -11,7 +11,7 @@ import pytest
 
 from tests.worker.photos import t1, tom_hanks_path
 from worker.engines.base import Face
-from worker.tracking import OneEuro, SteadyFaces, decide
+from worker.tracking import OneEuro, SteadyFaces, _corners, decide, flow_crop
 
 RNG_SEED = 7
 
@@ -119,6 +119,42 @@ def _textured_frame(offset: tuple[int, int]) -> np.ndarray:
     x, y = offset
     frame[y:y + 120, x:x + 120] = patch[..., None]
     return frame
+
+
+def _jumping_faces(scribble: bool) -> np.ndarray:
+    """The steady landmarks of a textured patch that drifts, then jumps; with `scribble`, each frame
+    is wiped once its update returned, as an in-place swap may do."""
+    rng = np.random.default_rng(RNG_SEED)
+    shape = rng.uniform(10, 110, (68, 2))
+    steady, got = SteadyFaces(), []
+    for t in range(16):
+        offset = (100 + t, 100) if t < 8 else (130 + t, 112)
+        noisy = shape + offset + rng.normal(0, 1.5, shape.shape)
+        frame = _textured_frame(offset)
+        got.append(steady.update([_face(noisy)], frame)[0].face.landmarks)
+        if scribble:
+            frame[:] = 0
+    return np.array(got)
+
+
+def test_a_frame_changed_after_its_update_changes_nothing_it_tracks():
+    """Tracking keeps its own crops of each frame, so a video frame can be swapped in place (no
+    6 MB copy per frame) while the next frame's motion is still measured on the filmed pixels."""
+    assert np.array_equal(_jumping_faces(scribble=True), _jumping_faces(scribble=False))
+
+
+def test_corners_are_looked_for_in_the_box_alone_as_over_the_whole_crop_with_a_mask():
+    frame = _textured_frame((150, 120))
+    for box in [(150, 120, 270, 240), (160, 130, 250, 230), (0, 0, 60, 80), (420, 300, 500, 400)]:
+        crop = flow_crop(frame, box)
+        mask = np.zeros_like(crop.grey)
+        x1, y1, x2, y2 = crop.inner
+        mask[y1:y2, x1:x2] = 255
+        want = cv2.goodFeaturesToTrack(crop.grey, 48, 0.01, max(3.0, crop.box_width * crop.scale / 16), mask=mask)
+        got = _corners(crop)
+        assert (want is None) == (got is None)
+        if want is not None:
+            assert np.array_equal(got, want)
 
 
 def test_with_frames_it_follows_a_sudden_jump_at_once_and_still_smooths():

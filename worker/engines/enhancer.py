@@ -65,8 +65,16 @@ def paste_back(image: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: np
     """
     h, w = image.shape[:2]
     inverse = cv2.invertAffineTransform(matrix)
+    # only where the mask is above 0 (plus the ring of zeros around it, which bilinear warping
+    # blends in) can a pixel change: the footprint of that part of the crop is all there is to warp
+    alpha8 = np.clip(np.rint(mask * 255.0), 0, 255).astype(np.uint8)
+    mx, my, mw, mh = cv2.boundingRect(alpha8)
+    if mw == 0 or mh == 0:
+        return image if inplace else image.copy()
     ch, cw = crop.shape[:2]
-    corners = np.array([[0, 0, 1], [cw, 0, 1], [0, ch, 1], [cw, ch, 1]], np.float64) @ inverse.T
+    left, top, right, bottom = max(0, mx - 1), max(0, my - 1), min(cw, mx + mw + 1), min(ch, my + mh + 1)
+    corners = np.array([[left, top, 1], [right, top, 1], [left, bottom, 1], [right, bottom, 1]],
+                       np.float64) @ inverse.T
     x0, y0 = (max(0, int(np.floor(v))) for v in corners.min(axis=0))
     x1, y1 = (int(np.ceil(v)) for v in corners.max(axis=0))
     x1, y1 = min(w, x1), min(h, y1)
@@ -77,7 +85,6 @@ def paste_back(image: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: np
     shifted[:, 2] -= (x0, y0)
     size = (x1 - x0, y1 - y0)
     # the mask is exactly 0 on the crop's border, so repeating the border outwards keeps it 0 there
-    alpha8 = np.clip(np.rint(mask * 255.0), 0, 255).astype(np.uint8)
     both = cv2.warpAffine(np.dstack([np.ascontiguousarray(crop, np.uint8), alpha8]), shifted, size,
                           flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     # (w * face + (255 - w) * roi) / 255, rounded, w = the mask's 0..255 times `blend`: where the mask
