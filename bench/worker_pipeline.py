@@ -11,15 +11,16 @@ would. Printed per
 run, then min/median/max over the runs:
 
 - frames/s end to end (probe, decode, faces, encode, mux);
-- each stage's busy share of the wall time (decode, face work, encode) and the models' own
+- each stage's busy share of the wall time (decode, face work, the swap in the writer thread,
+  encode) and the models' own
   share (`session.run`, `worker.engines.timing`), and where ffmpeg ran (`worker.hwcodec`);
 - CPU-side ms/frame: the CPU time of the worker process and its ffmpeg children over the video,
   minus the models' run time, per frame. ONNX Runtime may run a model on two threads, so this
   subtracts at most what the models cost: an overestimate of the CPU side, never an underestimate.
   It is split into the worker process's part (frames through pipes, pre/post-processing,
   alignment, paste-back) and ffmpeg's (decoding, colour conversion, libx264 or NVENC);
-- the face work alone: the same worker code over 40 of the clip's frames held in memory, with no
-  decoder, encoder or pipe beside it: CPU ms per frame besides the models. This is what stays on
+- the face work alone: the same worker code and pipeline over 40 of the clip's frames held in
+  memory, with no decoder, encoder or OS pipe beside it: CPU ms per frame besides the models. This is what stays on
   the CPU of a GPU node where NVDEC and NVENC take the codecs (their own CPU share, the copy of each
   frame off the GPU and its colour conversion, cannot be measured here);
 - with nvidia-smi: GPU busy % (utilization.gpu sampled every 50 ms) and peak GPU memory.
@@ -158,14 +159,15 @@ def run_once(swapper, clip: Path, out: Path) -> dict:
         raise SystemExit(f"the worker did not swap the clip: {outcome.status} {outcome.message}")
     st = outcome.stages
     n = st.frames
-    worker_ms = (self1 - self0 - st.inference_s) / n * 1000
+    worker_ms = (self1 - self0 - st.models_s) / n * 1000
     ffmpeg_ms = (kids1 - kids0) / n * 1000
     busy = st.busy()
     return {
         "frames": n,
         "frames_per_s": n / wall,
-        "busy_decode": busy["decode"], "busy_face_work": busy["face work"], "busy_encode": busy["encode"],
-        "models_share_of_face_work": st.inference_s / st.work_s if st.work_s else 0.0,
+        "busy_decode": busy["decode"], "busy_face_work": busy["face work"], "busy_swap": busy.get("swap", 0.0),
+        "busy_encode": busy["encode"],
+        "models_share_of_face_work": st.models_s / (st.work_s + st.swap_s) if st.work_s else 0.0,
         "cpu_ms_per_frame": worker_ms + ffmpeg_ms,
         "cpu_ms_worker_process": worker_ms,
         "cpu_ms_ffmpeg": ffmpeg_ms,
@@ -178,26 +180,50 @@ def run_once(swapper, clip: Path, out: Path) -> dict:
 ALONE_FRAMES = 40
 
 
-def decoded_frames(clip: Path, count: int) -> np.ndarray:
-    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", str(clip), "-frames:v", str(count), "-f", "rawvideo",
-                          "-pix_fmt", "bgr24", "-"], capture_output=True, check=True).stdout
-    return np.frombuffer(raw, np.uint8).reshape(-1, HEIGHT, WIDTH, 3)
+def decoded_frames(clip: Path, count: int) -> bytes:
+    return subprocess.run(["ffmpeg", "-v", "error", "-i", str(clip), "-frames:v", str(count), "-f", "rawvideo",
+                           "-pix_fmt", "bgr24", "-"], capture_output=True, check=True).stdout
 
 
-def face_work_alone(swapper, frames: np.ndarray) -> dict:
-    """The face work of `frames` (already decoded, in memory) as a video's frames get it, with no
-    decoder, encoder or pipes beside it: the worker's own CPU cost per frame besides the models,
-    i.e. what stays on the CPU when a GPU node's NVDEC/NVENC take the codecs."""
-    work = [f.copy() for f in frames]  # the frames are swapped in place, as a video's are
-    steady = swapper.video_state()
+class NullSink:
+    """An encoder that takes every frame at once."""
+
+    def write(self, data) -> int:
+        return len(data)
+
+    def close(self) -> None:
+        pass
+
+
+def face_work_alone(swapper, raw: bytes) -> dict:
+    """The face work of frames already decoded into memory, through the worker's own pipeline (its
+    reader and writer threads, the swap of frame N in the writer while frame N+1's faces are
+    found) with no decoder, encoder or OS pipes beside it: the worker's own CPU cost per frame
+    besides the models, i.e. what stays on the CPU when a GPU node's NVDEC and NVENC take the codecs."""
+    import io
+
+    from worker.pipeline import FramePipe, Later
+
     clock = getattr(swapper.engine, "inference_seconds", lambda: 0.0)
-    c0, m0, t0 = cpu_seconds(resource.RUSAGE_SELF), clock(), time.perf_counter()
-    for frame in work:
-        swapper.swap_frame(frame, steady)
+    pipe = FramePipe(io.BytesIO(raw), NullSink(), (HEIGHT, WIDTH, 3), clock=clock)
+    steady = swapper.video_state()
+    c0, t0 = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter()
+    try:
+        for frame in pipe.frames():
+            t, m = time.perf_counter(), clock()
+            result = swapper.plan_frame(frame, steady)
+            pipe.add_work(time.perf_counter() - t, clock() - m)
+            if isinstance(result, Later):
+                pipe.put(result.frame, result.finish)
+            else:
+                pipe.put(result[0])
+        pipe.finish()
+    finally:
+        pipe.close()
     wall = time.perf_counter() - t0
-    cpu, models = cpu_seconds(resource.RUSAGE_SELF) - c0, clock() - m0
-    n = len(work)
-    return {"cpu_ms_face_work_alone": (cpu - models) / n * 1000, "models_ms_alone": models / n * 1000,
+    cpu, st = cpu_seconds(resource.RUSAGE_SELF) - c0, pipe.times
+    n = st.frames
+    return {"cpu_ms_face_work_alone": (cpu - st.models_s) / n * 1000, "models_ms_alone": st.models_s / n * 1000,
             "wall_ms_face_work_alone": wall / n * 1000}
 
 
@@ -224,14 +250,15 @@ def main() -> int:
         r.update(face_work_alone(swapper, held))
         runs.append(r)
         print(f"run {i + 1}: {r['frames_per_s']:.1f} frames/s; busy decode {r['busy_decode']:.0%}, "
-              f"face work {r['busy_face_work']:.0%} (models {r['models_share_of_face_work']:.0%} of it), "
+              f"face work {r['busy_face_work']:.0%}, swap (writer thread) {r['busy_swap']:.0%} (models "
+              f"{r['models_share_of_face_work']:.0%} of the two), "
               f"encode {r['busy_encode']:.0%}; CPU-side {r['cpu_ms_per_frame']:.1f} ms/frame "
               f"(worker {r['cpu_ms_worker_process']:.1f}, ffmpeg {r['cpu_ms_ffmpeg']:.1f}); {r['codecs']}; "
               f"face work alone {r['cpu_ms_face_work_alone']:.1f} ms CPU/frame besides the models "
               f"({r['models_ms_alone']:.1f} ms models, {r['wall_ms_face_work_alone']:.1f} ms wall)")
     summary = {}
     for key in ("frames_per_s", "cpu_ms_per_frame", "cpu_ms_worker_process", "cpu_ms_ffmpeg", "busy_decode",
-                "busy_face_work", "busy_encode", "cpu_ms_face_work_alone", "wall_ms_face_work_alone"):
+                "busy_face_work", "busy_swap", "busy_encode", "cpu_ms_face_work_alone", "wall_ms_face_work_alone"):
         values = sorted(r[key] for r in runs)
         summary[key] = {"min": round(values[0], 3), "median": round(statistics.median(values), 3),
                         "max": round(values[-1], 3)}

@@ -5,13 +5,14 @@ node) and handing frames to the encoder's pipe each take a share of every frame.
 another, the GPU waits while the CPU copies and encodes, and the other way round. Here a reader
 thread and a writer thread move frames through two BOUNDED queues while the caller's thread does the
 face work, so the slowest stage alone sets the pace, and memory stays at a few frames whatever the
-video's length (`queue_depth`).
+video's length (`queue_depth`). The face work itself may be split in two (`Later`): the caller's
+thread finds and decides the faces of frame N+1 while the writer swaps frame N.
 
 `StageTimes` says where the time went: a stage that is busy all the time is the one to speed up
 (`summary()` is logged per video and printed by bench/worker_gpu.sh).
 
-The threads never outlive the video: `close()` stops them. A frame_fn that raises, an encoder that
-dies, or a SIGTERM (raised in the caller's thread) all end in `close()`, called by
+The threads never outlive the video: `close()` stops them. A frame_fn (or a `Later.finish`) that
+raises, an encoder that dies, or a SIGTERM (raised in the caller's thread) all end in `close()`, called by
 `worker.video` after it has killed both ffmpeg processes, so a blocked read or write returns.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 import numpy as np
 
@@ -104,11 +105,24 @@ class StageTimes:
     inference_s: float = 0.0
     #: the writer: handing frames to the encoder (waiting while it encodes)
     encode_s: float = 0.0
+    #: the writer: the last step of frames handed over as `Later` (the swap and paste-back)
+    swap_s: float = 0.0
+    #: of `swap_s`, the models' own run time
+    swap_inference_s: float = 0.0
+
+    @property
+    def models_s(self) -> float:
+        """The models' run time in all the video's threads."""
+        return self.inference_s + self.swap_inference_s
 
     def busy(self) -> dict[str, float]:
-        """Each stage's busy share of the wall time (0..1)."""
+        """Each stage's busy share of the wall time (0..1); "swap" only where frames were `Later`."""
         wall = self.wall_s or 1.0
-        return {"decode": self.decode_s / wall, "face work": self.work_s / wall, "encode": self.encode_s / wall}
+        busy = {"decode": self.decode_s / wall, "face work": self.work_s / wall}
+        if self.swap_s:
+            busy["swap"] = self.swap_s / wall
+        busy["encode"] = self.encode_s / wall
+        return busy
 
     def bottleneck(self) -> str:
         busy = self.busy()
@@ -119,6 +133,20 @@ class StageTimes:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in self.busy().items())
         return (f"{self.frames} frames in {self.wall_s:.1f} s ({fps:.1f} frames/s); busy: {shares}; "
                 f"slowest stage: {self.bottleneck()}")
+
+
+@dataclass
+class Later:
+    """What a frame function returns to leave a frame's last step to the pipe's writer thread: the
+    frame's faces are found and decided (`found`, `swapped`), and `finish(frame)` -> the finished
+    frame (the swap and paste-back, in place) runs while the caller's thread already works on the
+    next frame. On a GPU node the detector then runs on frame N+1 while frame N is swapped, so
+    neither the GPU nor the CPU waits for the other. `finish` must not need the caller's thread."""
+
+    frame: np.ndarray
+    found: int
+    swapped: int
+    finish: Callable[[np.ndarray], np.ndarray]
 
 
 class _End:
@@ -138,15 +166,21 @@ class FramePipe:
         pipe = FramePipe(dec.stdout, enc.stdin, shape)
         try:
             for frame in pipe.frames():
-                pipe.put(work(frame))
+                pipe.put(work(frame))  # or pipe.put(frame, finish): `finish` runs in the writer
             pipe.finish()          # every frame written, the encoder's input closed
         finally:
             ... kill the ffmpeg processes ...
             pipe.close()           # the threads are gone
     """
 
-    def __init__(self, source: IO[bytes], sink: IO[bytes], shape: tuple[int, int, int], depth: int | None = None):
+    def __init__(self, source: IO[bytes], sink: IO[bytes], shape: tuple[int, int, int], depth: int | None = None,
+                 clock: Callable[[], float] | None = None):
+        """`clock()`: the engine's model time so far in the calling thread (`worker.engines.timing`),
+        for the model share of the writer's `Later` work."""
         self.shape = shape
+        self._clock = clock or (lambda: 0.0)
+        #: what a `Later.finish` raised in the writer: raised again in the caller's thread
+        self._finish_error: BaseException | None = None
         self.depth = depth or queue_depth(shape)
         self.times = StageTimes()
         self._source, self._sink = source, sink
@@ -172,13 +206,16 @@ class FramePipe:
                 return
             yield item
 
-    def put(self, frame: np.ndarray) -> None:
-        """Queue a finished frame for the encoder; EncoderGone once the encoder stopped taking frames."""
+    def put(self, frame: np.ndarray, finish: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        """Queue a frame for the encoder, with `finish` to run on it first in the writer thread (see
+        `Later`). EncoderGone once the encoder stopped taking frames; what a `finish` raised, as
+        it was, once one did."""
         while True:
+            self._raise_finish_error()
             if self._write_error is not None or not self._writer.is_alive():
                 raise EncoderGone(str(self._write_error or "the encoder stopped"))
             try:
-                self._encoded.put(frame, timeout=POLL_S)
+                self._encoded.put((frame, finish), timeout=POLL_S)
                 break
             except queue.Full:
                 continue
@@ -192,6 +229,7 @@ class FramePipe:
         """Wait until the writer has handed every frame over, then close the encoder's input."""
         self._put_end()
         self._writer.join()
+        self._raise_finish_error()
         if self._write_error is not None:
             raise EncoderGone(str(self._write_error))
         try:
@@ -208,6 +246,11 @@ class FramePipe:
         self._writer.join()
         if not self.times.wall_s:
             self.times.wall_s = time.perf_counter() - self._started
+
+    def _raise_finish_error(self) -> None:
+        if self._finish_error is not None:
+            error, self._finish_error = self._finish_error, None
+            raise error
 
     def _put_end(self) -> None:
         """The writer's last item; given up when the writer is gone (it died, or close() stopped it)."""
@@ -238,13 +281,27 @@ class FramePipe:
     def _write_all(self) -> None:
         while True:
             try:
-                frame = self._encoded.get(timeout=POLL_S)
+                item = self._encoded.get(timeout=POLL_S)
             except queue.Empty:
                 if self._stop.is_set():
                     return
                 continue
-            if frame is None:
+            if item is None:
                 return
+            frame, finish = item
+            if finish is not None:
+                t, model_t = time.perf_counter(), self._clock()
+                try:
+                    frame = finish(frame)
+                    if not (isinstance(frame, np.ndarray) and frame.shape == self.shape and frame.dtype == np.uint8):
+                        raise ValueError(f"a frame's finish must return a uint8 array of shape {self.shape}, got "
+                                         f"{getattr(frame, 'dtype', type(frame))} {getattr(frame, 'shape', '')}")
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
+                    self._finish_error = exc
+                    return
+                finally:
+                    self.times.swap_s += time.perf_counter() - t
+                    self.times.swap_inference_s += self._clock() - model_t
             t = time.perf_counter()
             try:
                 self._sink.write(memoryview(np.ascontiguousarray(frame)).cast("B"))

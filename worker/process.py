@@ -10,16 +10,17 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
 import numpy as np
 
-from .engines.base import Engine, Identity
+from .engines.base import Engine, Face, Identity
 from .errors import TargetError
 from .imageio import load_image, part_path, save_image
 from .manifest import VIDEO_EXTENSIONS, EngineOptions
+from .pipeline import Later
 from .selection import select_faces
 from .tracking import SteadyFaces, decide
 
@@ -77,6 +78,28 @@ class Swapper:
         return out, len(faces), len(chosen) - getattr(self.engine, "last_left_as_is", 0)
 
     def _swap_steady(self, image: np.ndarray, faces: list, steady: SteadyFaces) -> tuple[np.ndarray, int, int]:
+        chosen, found = self._steady_choice(image, faces, steady)
+        if not chosen:
+            return image, found, 0
+        # a video frame is the video's own and `steady` kept only crops of it: no copy is needed
+        if getattr(self.engine, "swaps_in_place", False):
+            return self.engine.swap(image, chosen, self.identity, inplace=True), found, len(chosen)
+        return self.engine.swap(image, chosen, self.identity), found, len(chosen)
+
+    def plan_frame(self, image: np.ndarray, steady: SteadyFaces) -> "tuple[np.ndarray, int, int] | Later":
+        """A video frame's faces found, tracked and decided here, and their swap left to a `Later`
+        (run by the video's writer thread while this thread goes on to the next frame) where the
+        engine swaps in place from any thread (`swaps_in_place`); elsewhere all of `swap_frame`."""
+        if not getattr(self.engine, "swaps_in_place", False):
+            return self.swap_frame(image, steady)
+        chosen, found = self._steady_choice(image, self.engine.detect(image), steady)
+        if not chosen:
+            return image, found, 0
+        engine, identity = self.engine, self.identity
+        return Later(image, found, len(chosen), lambda frame: engine.swap(frame, chosen, identity, inplace=True))
+
+    def _steady_choice(self, image: np.ndarray, faces: list, steady: SteadyFaces) -> tuple[list[Face], int]:
+        """(the steady faces to swap in this frame, the faces found in it)."""
         items = steady.update(faces, image)
         o = self.options
         chosen = decide(items, o.face_selector,
@@ -84,13 +107,7 @@ class Swapper:
                                                  o.reference_distance))
         # a person held through a frame the detector missed is still on screen: counted as found
         found = len(faces) + sum(1 for it in items if it.detected is None)
-        chosen = self._not_turned(items, chosen)
-        if not chosen:
-            return image, found, 0
-        # a video frame is the video's own and `steady` kept only crops of it: no copy is needed
-        if getattr(self.engine, "swaps_in_place", False):
-            return self.engine.swap(image, chosen, self.identity, inplace=True), found, len(chosen)
-        return self.engine.swap(image, chosen, self.identity), found, len(chosen)
+        return self._not_turned(items, chosen), found
 
     def _not_turned(self, items: list, chosen: list[Face]) -> list[Face]:
         """`chosen` without the people turned toward profile, by the engine's rule (when it has one)
@@ -110,21 +127,35 @@ class Swapper:
 
 
 def _frame_fn(swapper: Swapper,
-              steady: SteadyFaces | None = None) -> Callable[[np.ndarray], tuple[np.ndarray, int, int]]:
+              steady: SteadyFaces | None = None) -> Callable[[np.ndarray], "tuple[np.ndarray, int, int] | Later"]:
     """`swapper.swap_frame`, with the watermark drawn on every result when the job has one, and the
-    video's `steady` state passed along when there is one.
+    video's `steady` state passed along when there is one: then `plan_frame`, whose `Later` the
+    video's writer thread finishes.
     (Read with getattr: tests hand in stand-in swappers that have only `swap_frame`.)"""
     text = getattr(swapper, "watermark", "")
-    swap = swapper.swap_frame if steady is None else (lambda image: swapper.swap_frame(image, steady))
+    swap = swapper.swap_frame if steady is None else _video_step(swapper, steady)
     if not text:
         return swap
     from .provenance import draw_watermark
 
-    def marked(image: np.ndarray) -> tuple[np.ndarray, int, int]:
-        new, found, swapped = swap(image)
+    def marked(image: np.ndarray) -> "tuple[np.ndarray, int, int] | Later":
+        result = swap(image)
+        if isinstance(result, Later):
+            finish = result.finish
+            return replace(result, finish=lambda frame: draw_watermark(finish(frame), text))
+        new, found, swapped = result
         return draw_watermark(new, text), found, swapped
 
     return marked
+
+
+def _video_step(swapper: Swapper, steady: SteadyFaces) -> Callable[[np.ndarray], "tuple[np.ndarray, int, int] | Later"]:
+    step = getattr(swapper, "plan_frame", swapper.swap_frame)
+
+    def one_frame(image: np.ndarray):
+        return step(image, steady)
+
+    return one_frame
 
 
 def build_swapper(engine: Engine, sources: list[str], options: EngineOptions, label: dict | None = None,

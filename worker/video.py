@@ -34,7 +34,7 @@ from . import hwcodec
 from .errors import TargetError
 from .imageio import part_path, require_nonempty_file
 from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
-from .pipeline import EncoderGone, FramePipe, StageTimes, widen_pipe
+from .pipeline import EncoderGone, FramePipe, Later, StageTimes, widen_pipe
 from .signals import Terminated
 
 log = logging.getLogger("worker.video")
@@ -129,7 +129,8 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
     """Write `src` with every frame replaced by `frame_fn(frame)[0]` to `dst` (.mp4/.mov/.mkv).
 
     `frame_fn(bgr)` gets a writable uint8 (H, W, 3) BGR array, upright, and returns (frame of the
-    same shape, faces_found, faces_swapped). `on_progress(frames_done, frames_total)` is called every
+    same shape, faces_found, faces_swapped), or a `worker.pipeline.Later` whose `finish` the writer
+    thread runs. `on_progress(frames_done, frames_total)` is called every
     `progress_every` frames and at the end (the last call has frames_total == frames_done); frames_total is
     the container's count or an estimate from the duration, None if neither is known.
     The output has the source's frame count, rate, display size and audio streams. Raises
@@ -238,23 +239,29 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
                 raise TargetError("ffmpeg is not installed on this node; videos cannot be processed") from None
             widen_pipe(dec.stdout)
             widen_pipe(enc.stdin)
-            pipe = FramePipe(dec.stdout, enc.stdin, shape)
+            pipe = FramePipe(dec.stdout, enc.stdin, shape, clock=clock)
             try:
                 for frame in pipe.frames():
                     if cancel is not None and cancel.is_set():
                         raise Terminated()
                     t, model_t = time.perf_counter(), clock()
-                    new, f, s = frame_fn(frame)
+                    result = frame_fn(frame)
                     pipe.add_work(time.perf_counter() - t, clock() - model_t)
+                    # a `Later`: the frame's swap is left to the writer thread (worker.pipeline)
+                    finish = result.finish if isinstance(result, Later) else None
+                    new, f, s = (result.frame, result.found, result.swapped) if finish else result
                     if not (isinstance(new, np.ndarray) and new.shape == shape and new.dtype == np.uint8):
                         raise ValueError(f"frame_fn must return a uint8 array of shape {shape}, got "
                                          f"{getattr(new, 'dtype', type(new))} {getattr(new, 'shape', '')}")
-                    pipe.put(new)
                     done += 1
                     counts.add(int(f), int(s))
                     if poster is not None and (int(s) > 0 or done == progress_every):
-                        write_poster(poster, new)
+                        if finish is None:
+                            write_poster(poster, new)
+                        else:
+                            finish = _then_poster(finish, poster)
                         poster = None  # once
+                    pipe.put(new, finish)
                     if on_progress and done % progress_every == 0:
                         reported = (done, max(total, done) if total else None)
                         on_progress(*reported)
@@ -306,6 +313,17 @@ def write_poster(path: Path, bgr: np.ndarray) -> bool:
         return False
     finally:
         part.unlink(missing_ok=True)
+
+
+def _then_poster(finish: Callable[[np.ndarray], np.ndarray], poster: Path) -> Callable[[np.ndarray], np.ndarray]:
+    """`finish`, then the poster written from the finished frame (in the writer thread)."""
+
+    def run(frame: np.ndarray) -> np.ndarray:
+        out = finish(frame)
+        write_poster(poster, out)
+        return out
+
+    return run
 
 
 def _log_tail(log: IO[bytes]) -> str:

@@ -317,3 +317,67 @@ def test_a_wide_video_frame_runs_the_free_size_detector_at_640x384(engine, photo
         det._session_for_input_size = pick
     assert sizes == [(640, 384), (640, 640)]
     assert len(wide) == 1 and len(square) == 1
+
+
+@pytest.mark.filterwarnings("ignore:.*estimate.* is deprecated:FutureWarning")
+def test_its_swap_step_is_insightfaces_own_without_its_thread_unsafe_warning(engine, photo, cat):
+    """The engine aligns and runs the swapper itself (so a video's writer thread can swap while
+    the task's thread detects): the same crop, matrix and model output as insightface's INSwapper.get."""
+    from insightface.app.common import Face as NativeFace
+
+    identity = engine.identity([cat])
+    source = NativeFace(embedding=identity.embedding)
+    for image in (photo, cv2.resize(photo, (777, 555))):
+        [face] = engine.detect(image)
+        want_fake, want_matrix = engine._swapper.get(image, face.native, source, paste_back=False)
+        fake, matrix = engine._swapped_crop(image, face.native.kps, engine._latent(identity))
+        assert np.allclose(matrix, want_matrix, atol=1e-6)
+        # the matrices differ in the 7th decimal, which moves a bilinear sample now and then
+        diff = np.abs(fake.astype(int) - want_fake)
+        assert (diff > 0).mean() < 0.001 and diff.max() <= 2
+
+
+@pytest.fixture(scope="module")
+def moving_clip(tmp_path_factory, photo):
+    """2 s of the astronaut drifting across a 480x270 frame, 25 frames/s."""
+    import subprocess
+
+    folder = tmp_path_factory.mktemp("clip")
+    still = folder / "a.png"
+    cv2.imwrite(str(still), cv2.resize(photo, (240, 240)))
+    out = folder / "drift.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=gray:s=480x270:d=2:r=25",
+                    "-loop", "1", "-i", str(still), "-filter_complex", "[0][1]overlay=x='t*60':y=15:shortest=1",
+                    "-c:v", "libx264", "-pix_fmt", "yuv420p", str(out)], check=True)
+    return out
+
+
+@pytest.mark.parametrize("watermark", ["", "AI 生成"])
+def test_a_video_swapped_in_the_writer_thread_is_the_video_swapped_frame_by_frame(engine, cat, moving_clip,
+                                                                                  tmp_path, watermark):
+    """Videos are swapped in two steps on two threads (faces found and decided, then swapped while
+    the next frame's faces are found): the very frames, and the poster, of doing both in one."""
+    import subprocess
+
+    from worker.manifest import EngineOptions
+    from worker.process import Swapper, process_target
+
+    identity = engine.identity([cat])
+
+    class OneThread(Swapper):
+        def plan_frame(self, image, steady):
+            return self.swap_frame(image, steady)
+
+    outputs = []
+    for kind in (Swapper, OneThread):
+        swapper = kind(engine=engine, identity=identity, options=EngineOptions(name="insightface"),
+                       watermark=watermark)
+        out = tmp_path / f"{kind.__name__}.mp4"
+        outcome = process_target(swapper, moving_clip, out, poster=tmp_path / f"{kind.__name__}.jpg")
+        assert outcome.status == "done" and outcome.frames == 50 and outcome.faces_swapped == 1
+        frames = subprocess.run(["ffmpeg", "-v", "error", "-i", str(out), "-f", "rawvideo", "-pix_fmt", "bgr24", "-"],
+                                capture_output=True, check=True).stdout
+        outputs.append((frames, (tmp_path / f"{kind.__name__}.jpg").read_bytes(), outcome.stages))
+    (two, two_poster, stages), (one, one_poster, one_stages) = outputs
+    assert two == one and two_poster == one_poster
+    assert stages.swap_s > 0 and one_stages.swap_s == 0  # the writer did swap in one, not in the other

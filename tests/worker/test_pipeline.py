@@ -13,7 +13,7 @@ import pytest
 from worker import ffmpeg as ff
 from worker import hwcodec
 from worker.errors import TargetError
-from worker.pipeline import PIPE_BYTES, EncoderGone, FramePipe, queue_depth, set_opencv_threads, widen_pipe
+from worker.pipeline import PIPE_BYTES, EncoderGone, FramePipe, Later, queue_depth, set_opencv_threads, widen_pipe
 from worker.video import process_video
 
 SHAPE = (128, 128, 3)  # 48 KiB a frame: a pipe's own buffer (64 KiB) holds about one
@@ -275,3 +275,86 @@ def test_a_task_runs_opencv_on_one_thread_unless_told_otherwise(opencv_threads, 
     assert set_opencv_threads({"FFP_OPENCV_THREADS": "3"}) == 3 and cv2.getNumThreads() == 3
     assert set_opencv_threads({"FFP_OPENCV_THREADS": "many"}) == 1 and cv2.getNumThreads() == 1
     assert "FFP_OPENCV_THREADS='many' is not a whole number; using 1" in caplog.text
+
+
+def _drained(sink: Sink, n: int) -> list[int]:
+    deadline = time.monotonic() + 30
+    while len(sink.frames) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return sink.frames
+
+
+def test_a_frames_last_step_runs_in_the_writer_while_the_caller_goes_on():
+    """`put(frame, finish)`: the writer thread finishes frame N (the swap) while the caller works on
+    frame N+1; the frames still reach the encoder in order, each finished once."""
+    src, sink = Source(30), Sink()
+    pipe = FramePipe(src.reader, sink.writer, SHAPE, clock=time.thread_time)
+    threads = set()
+
+    def finish(frame):
+        threads.add(threading.current_thread().name)
+        frame += 2  # in place, as the swap does
+        return frame
+
+    try:
+        for i, frame in enumerate(pipe.frames()):
+            pipe.put(frame, finish if i % 3 else None)  # mixed, as frames with and without faces are
+        pipe.finish()
+    finally:
+        pipe.close()
+    assert _drained(sink, 30) == [i + 2 if i % 3 else i for i in range(30)]
+    assert threads == {"video-encode"}
+    assert pipe.times.swap_s > 0 and "swap" in pipe.times.busy()
+
+
+def test_what_a_frames_last_step_raises_reaches_the_caller_as_it_was():
+    src, sink = Source(30), Sink()
+    pipe = FramePipe(src.reader, sink.writer, SHAPE)
+
+    def finish(frame):
+        if frame[0, 0, 0] == 4:
+            raise MemoryError("ran out of GPU memory")
+        return frame
+
+    with pytest.raises(MemoryError, match="ran out of GPU memory"):
+        try:
+            for frame in pipe.frames():
+                pipe.put(frame, finish)
+            pipe.finish()
+        finally:
+            pipe.close()
+    assert _drained(sink, 4) == [0, 1, 2, 3]  # what came before it was written; nothing after it
+
+
+def test_a_last_step_returning_the_wrong_frame_is_a_plain_error():
+    src, sink = Source(3), Sink()
+    pipe = FramePipe(src.reader, sink.writer, SHAPE)
+    with pytest.raises(ValueError, match="must return a uint8 array of shape"):
+        try:
+            for frame in pipe.frames():
+                pipe.put(frame, lambda f: f[:1])
+            pipe.finish()
+        finally:
+            pipe.close()
+
+
+def test_a_video_of_later_frames_is_the_same_video_and_its_poster_shows_the_finished_frame(clip, tmp_path):
+    def now(frame):
+        return 255 - frame, 1, 1
+
+    def later(frame):
+        return Later(frame, 1, 1, lambda f: np.subtract(255, f, out=f))
+
+    a = process_video(clip, tmp_path / "a.mp4", now, poster=tmp_path / "a.jpg")
+    b = process_video(clip, tmp_path / "b.mp4", later, poster=tmp_path / "b.jpg")
+    assert a.frames == b.frames == 50 and a.faces_swapped == b.faces_swapped == 50
+    assert b.stages.swap_s > 0
+    assert _decoded(tmp_path / "a.mp4") == _decoded(tmp_path / "b.mp4")
+    assert (tmp_path / "a.jpg").read_bytes() == (tmp_path / "b.jpg").read_bytes()
+
+
+def _decoded(path: Path) -> bytes:
+    import subprocess
+
+    return subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "bgr24", "-"],
+                          capture_output=True, check=True).stdout

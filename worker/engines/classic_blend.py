@@ -10,6 +10,8 @@ import cv2
 import numpy as np
 from scipy.spatial import Delaunay
 
+from .similarity import umeyama  # noqa: F401  (part of this module's API)
+
 JAW = slice(0, 17)
 BROWS = slice(17, 27)
 RIGHT_EYE = slice(36, 42)
@@ -41,20 +43,6 @@ class BlendParams:
     relight: float = 0.5
     #: the swap may only change pixels inside the face box grown by this fraction on each side
     box_margin: float = 0.2
-
-
-def umeyama(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """The 2x3 similarity (rotation, uniform scale, shift) that best maps `src` points onto `dst`."""
-    mu_s, mu_d = src.mean(0), dst.mean(0)
-    s, d = src - mu_s, dst - mu_d
-    u, sig, vt = np.linalg.svd(d.T @ s / len(src))
-    fix = np.diag([1.0, np.sign(np.linalg.det(u @ vt))])
-    rot = u @ fix @ vt
-    scale = (sig * np.diag(fix)).sum() / s.var(0).sum()
-    m = np.empty((2, 3))
-    m[:, :2] = scale * rot
-    m[:, 2] = mu_d - m[:, :2] @ mu_s
-    return m
 
 
 def apply(m: np.ndarray, pts: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ from ..models import ENHANCER_MODEL, INSIGHTFACE_MODELS, optional_model, verify_
 from .base import Face, Identity
 from . import scrfd_speed
 from .enhancer import paste_back
+from .similarity import umeyama
 from .timing import InferenceClock
 
 log = logging.getLogger("worker.engines.insightface")
@@ -92,6 +93,25 @@ def swap_mask(size: int) -> np.ndarray:
     return cv2.GaussianBlur(mask, (2 * k + 1, 2 * k + 1), 0)
 
 
+#: ArcFace's five-point template (eyes, nose tip, mouth corners) in a 112x112 crop, as insightface's
+#: face_align has it
+ARCFACE_TEMPLATE = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
+                             [41.5493, 92.3655], [70.7299, 92.2041]], np.float32)
+
+
+def swapper_template(size: int) -> np.ndarray:
+    """Where the five points go in the swapper's `size`-pixel crop: insightface's estimate_norm
+    (a multiple of 112 scales the template; any other size, such as inswapper's 128, is scaled by
+    size/128 and shifted right by 8/128 of it)."""
+    if size % 112 == 0:
+        ratio, shift = size / 112.0, 0.0
+    else:
+        ratio, shift = size / 128.0, 8.0 * size / 128.0
+    dst = ARCFACE_TEMPLATE.astype(np.float64) * ratio
+    dst[:, 0] += shift
+    return dst
+
+
 def detection_size(shape) -> tuple[int, int]:
     """(width, height) to detect a frame of `shape` at: its long side 640 (DET_SIZE), its short side
     the least of DET_SHORT_SIDES that holds the frame scaled to that: the same scale as 640x640,
@@ -155,6 +175,7 @@ class InsightFaceEngine:
         self._det.prepare(0, input_size=DET_SIZE, det_thresh=DET_THRESH)
         self._rec.prepare(0)
         self._swap_mask = swap_mask(self._swapper.input_size[0])
+        self._last_latent = None
         scrfd_speed.install(self._det)
         # insightface builds a fixed-size detector session on first use: do it now, so model loading
         # is all paid (and timed) here and no session is created while targets are processed.
@@ -252,23 +273,49 @@ class InsightFaceEngine:
 
     def swap(self, image: np.ndarray, faces: list[Face], identity: Identity, inplace: bool = False) -> np.ndarray:
         """`inplace`: swap into `image` itself instead of a copy (a video frame, which nothing reads
-        afterwards: a 1080p copy is 6 MB, 1.4 ms of CPU per frame)."""
-        source = identity.native
-        if not isinstance(source, self._NativeFace) or source.embedding is None:
-            source = self._NativeFace(embedding=_normalised(identity.embedding))
+        afterwards: a 1080p copy is 6 MB, 1.4 ms of CPU per frame).
+
+        Safe to call from another thread than `detect` (a video's writer thread, `worker.pipeline.Later`):
+        it touches no process-wide state (no stdout redirect, no warning filters)."""
+        latent = self._latent(identity)
         out = image if inplace and image.flags.writeable else image.copy()
-        with _quiet_insightface():
-            for face in faces:
-                # Chained: each face is pasted into the result of the previous one. insightface's own
-                # paste-back warps, erodes and blurs masks the size of the WHOLE photo for every face
-                # (27 s for the 29 faces of the 3000x2171 Solvay photo); pasting within the crop's
-                # footprint with the same kind of mask took 0.9 s there.
-                fake, matrix = self._swapper.get(out, self._native(face), source, paste_back=False)
-                out = paste_back(out, fake, matrix, self._swap_mask, inplace=True)  # `out` is our copy
+        for face in faces:
+            # Chained: each face is pasted into the result of the previous one. insightface's own
+            # paste-back warps, erodes and blurs masks the size of the WHOLE photo for every face
+            # (27 s for the 29 faces of the 3000x2171 Solvay photo); pasting within the crop's
+            # footprint with the same kind of mask took 0.9 s there.
+            fake, matrix = self._swapped_crop(out, self._native(face).kps, latent)
+            out = paste_back(out, fake, matrix, self._swap_mask, inplace=True)  # `out` is our copy
         if self.enhancer is not None:
             for face in faces:
                 out = self.enhancer.enhance(out, self._native(face).kps)
         return np.ascontiguousarray(out, dtype=np.uint8)
+
+    def _latent(self, identity: Identity) -> np.ndarray:
+        """The swapper's identity input: the source embedding through the model's own matrix
+        (`emap`), normalised, as insightface's INSwapper.get computes it for every face; here once
+        per identity."""
+        last = self._last_latent  # (identity, latent): a task swaps one identity, frame after frame
+        if last is not None and last[0] is identity:
+            return last[1]
+        latent = _normalised(identity.embedding).reshape(1, -1) @ self._swapper.emap
+        latent = (latent / np.linalg.norm(latent)).astype(np.float32)
+        self._last_latent = (identity, latent)
+        return latent
+
+    def _swapped_crop(self, image: np.ndarray, kps: np.ndarray, latent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the swapper's BGR output crop, the image -> crop matrix) for the face at `kps`: what
+        insightface's INSwapper.get(paste_back=False) returns, with the alignment computed here
+        (the same similarity as its scikit-image estimate, without that call's deprecation warning,
+        which needed a process-wide filter) so that it can run in any thread."""
+        sw = self._swapper
+        size = sw.input_size[0]
+        matrix = umeyama(np.asarray(kps, np.float64), swapper_template(size))
+        crop = cv2.warpAffine(image, matrix, (size, size), borderValue=0.0)
+        blob = cv2.dnn.blobFromImage(crop, 1.0 / sw.input_std, sw.input_size, (sw.input_mean,) * 3, swapRB=True)
+        pred = sw.session.run(sw.output_names, {sw.input_names[0]: blob, sw.input_names[1]: latent})[0]
+        fake = np.clip(255 * pred.transpose((0, 2, 3, 1))[0], 0, 255).astype(np.uint8)[:, :, ::-1]
+        return fake, matrix
 
     # ---- helpers --------------------------------------------------------------------------------
 
