@@ -32,7 +32,7 @@ if [ $# -gt 0 ]; then
 else
   # A whole run, in two pytest processes side by side. Most of the end-to-end and cluster suites'
   # time is waiting for Slurm, sshd and the browser, so the suites that need no Slurm job (portal,
-  # worker) run meanwhile, each with its own Redis database and its own test database; their output
+  # worker) run meanwhile, with a Redis server and a test database of their own; their output
   # follows this one's. The side run then runs the portal tests where the database matters once
   # more on SQLite, the database of `make up`'s demo, whose locks and types differ (IMMEDIATE
   # transactions stand in for row locks in the race tests).
@@ -43,8 +43,29 @@ else
             tests/portal/test_gallery.py tests/portal/test_big_job.py tests/portal/test_accounting.py
             tests/portal/test_uploads_tus.py tests/portal/test_start_*.py tests/portal/test_webhooks.py)
   side_log=artifacts/test-side-run.log
+  # The side run has a Redis SERVER of its own, not only a database: the main run's fault tests stop
+  # and restart the cluster's Redis (tests/e2e/test_faults.py), and a side test using it at that
+  # moment failed with "Connection closed by server" (a CI run). Same configuration and login.
+  side_redis=$(mktemp -d /tmp/ffp-side-redis.XXXXXX)
+  chown redis:redis "$side_redis"
+  chmod 700 "$side_redis"
+  side_port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  stop_side_redis() {
+    if [ -s "$side_redis/redis.pid" ]; then kill "$(<"$side_redis/redis.pid")" 2>/dev/null || true; fi
+    for _ in $(seq 1 50); do [ -e "$side_redis/redis.pid" ] || break; sleep 0.1; done
+    rm -rf "$side_redis"
+  }
+  trap stop_side_redis EXIT
+  runuser -u redis -- redis-server "$FFP_STATE/redis/redis.conf" --port "$side_port" --dir "$side_redis" \
+    --pidfile "$side_redis/redis.pid" --logfile "$side_redis/redis.log" --save "" || {
+    echo "the side run's Redis did not start (log: $side_redis/redis.log)" >&2; exit 1; }
+  side_redis_base="redis://$FFP_REDIS_USER:$(<"$FFP_REDIS_PASSWORD_FILE")@127.0.0.1:$side_port"
+  side_redis_up() { [ "$(REDISCLI_AUTH=$(<"$FFP_REDIS_PASSWORD_FILE") redis-cli --no-auth-warning \
+    --user "$FFP_REDIS_USER" -p "$side_port" ping 2>/dev/null)" = PONG ]; }
+  for _ in $(seq 1 100); do side_redis_up && break; sleep 0.1; done
+  side_redis_up || { echo "the side run's Redis does not answer on port $side_port (log: $side_redis/redis.log)" >&2; exit 1; }
   (
-    export REDIS_URL="$FFP_REDIS_BASE/13"
+    export REDIS_URL="$side_redis_base/13"
     # SQLite's test database is a file per process already; PostgreSQL's needs a name of its own.
     [ "${FFP_TEST_DATABASE:-postgres}" = sqlite ] || export TEST_DATABASE_NAME=test_ffportal_side
     main_pytest tests/portal tests/worker tests/test_architecture.py

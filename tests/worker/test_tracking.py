@@ -11,7 +11,8 @@ import pytest
 
 from tests.worker.photos import t1, tom_hanks_path
 from worker.engines.base import Face
-from worker.tracking import OneEuro, SteadyFaces, _corners, decide, flow_crop
+from worker.flow import _corners, flow_crop
+from worker.tracking import OneEuro, SteadyFaces, decide
 
 RNG_SEED = 7
 
@@ -141,6 +142,35 @@ def test_a_frame_changed_after_its_update_changes_nothing_it_tracks():
     """Tracking keeps its own crops of each frame, so a video frame can be swapped in place (no
     6 MB copy per frame) while the next frame's motion is still measured on the filmed pixels."""
     assert np.array_equal(_jumping_faces(scribble=True), _jumping_faces(scribble=False))
+
+
+def test_the_pixels_read_where_a_face_was_become_its_next_crop_while_it_stays_well_inside():
+    frame = _textured_frame((150, 120))
+    crop = flow_crop(frame, (150, 120, 270, 240))
+    grey = crop.same_place(_textured_frame((153, 121)))
+    again = crop.moved_on(grey, (153, 121, 273, 241))
+    assert again is not None and again.region == crop.region and again.grey is grey
+    assert again.inner == (crop.inner[0] + 3, crop.inner[1] + 1, crop.inner[2] + 3, crop.inner[3] + 1)
+    assert crop.moved_on(grey, (190, 120, 310, 240)) is None  # a third of its width to the right
+    assert crop.moved_on(grey, (150, 120, 290, 260)) is None  # 17 % larger
+
+
+def test_a_slowly_moving_face_is_cropped_afresh_only_now_and_then(monkeypatch):
+    import worker.tracking as tracking
+
+    cut = []
+    real = tracking.flow_crop
+    monkeypatch.setattr(tracking, "flow_crop", lambda frame, box: cut.append(1) or real(frame, box))
+    rng = np.random.default_rng(RNG_SEED)
+    shape = rng.uniform(10, 110, (68, 2))
+    steady, errors = SteadyFaces(), []
+    for t in range(30):
+        offset = (100 + t, 100 + t // 2)  # 1 px a frame across, half that down
+        truth = shape + offset
+        got = steady.update([_face(truth + rng.normal(0, 1.5, truth.shape))], _textured_frame(offset))
+        errors.append(np.linalg.norm(got[0].face.landmarks - truth, axis=1).mean())
+    assert len(cut) <= 6  # of 30 frames
+    assert np.mean(errors[4:]) < 0.5 * 1.5 * np.sqrt(np.pi / 2)  # and as steady as ever
 
 
 def test_corners_are_looked_for_in_the_box_alone_as_over_the_whole_crop_with_a_mask():
