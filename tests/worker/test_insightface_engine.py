@@ -381,3 +381,30 @@ def test_a_video_swapped_in_the_writer_thread_is_the_video_swapped_frame_by_fram
     (two, two_poster, stages), (one, one_poster, one_stages) = outputs
     assert two == one and two_poster == one_poster
     assert stages.swap_s > 0 and one_stages.swap_s == 0  # the writer did swap in one, not in the other
+
+
+def test_its_embedding_is_insightfaces_own_and_no_step_of_a_frame_touches_process_wide_state(
+        engine, photo, cat, monkeypatch):
+    """Every step a video frame takes (detect, embed for the reference face, swap) runs in the
+    task's threads side by side (one per GPU, and the writer): none of them may redirect stdout or
+    change the warning filters, which are process-wide. The embedding is still ArcFaceONNX.get's."""
+    import warnings
+
+    from insightface.app.common import Face as NativeFace
+
+    from worker.engines import insightface_engine
+
+    identity = engine.identity([cat])
+    quieted = []
+    monkeypatch.setattr(insightface_engine, "_quiet_insightface", lambda: quieted.append(1))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        [face] = engine.detect(photo)
+        ours = engine.embed(photo, face)
+        engine.swap(photo, [face], identity)
+    assert quieted == []  # no stdout redirect, no warning filter
+    assert not [w for w in seen if "deprecated" in str(w.message)]  # scikit-image's estimate is not called
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = engine._rec.get(photo, NativeFace(bbox=face.native.bbox, kps=face.native.kps))
+    assert float(np.dot(ours, theirs / np.linalg.norm(theirs))) > 0.9999

@@ -71,8 +71,9 @@ def provider_names(providers: list) -> list[str]:
 
 @contextlib.contextmanager
 def _quiet_insightface():
-    """insightface prints to stdout and triggers a scikit-image FutureWarning on every alignment;
-    neither helps a person reading a task log."""
+    """insightface prints to stdout while it loads models, which does not help a person reading a
+    task log. Only while the engine is built (one thread): a stdout redirect is process-wide. (Its
+    alignments, which call a deprecated scikit-image function, are done by the engine itself.)"""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*estimate.* is deprecated", category=FutureWarning)
         out = io.StringIO()
@@ -99,10 +100,10 @@ ARCFACE_TEMPLATE = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 7
                              [41.5493, 92.3655], [70.7299, 92.2041]], np.float32)
 
 
-def swapper_template(size: int) -> np.ndarray:
-    """Where the five points go in the swapper's `size`-pixel crop: insightface's estimate_norm
-    (a multiple of 112 scales the template; any other size, such as inswapper's 128, is scaled by
-    size/128 and shifted right by 8/128 of it)."""
+def arcface_template(size: int) -> np.ndarray:
+    """Where the five points go in a `size`-pixel crop, as insightface's estimate_norm puts them:
+    a multiple of 112 (the recogniser's crop) scales the template; any other size (the swapper's
+    128) scales it by size/128 and shifts it right by 8/128 of the size."""
     if size % 112 == 0:
         ratio, shift = size / 112.0, 0.0
     else:
@@ -231,8 +232,9 @@ class InsightFaceEngine:
     def detect(self, image: np.ndarray) -> list[Face]:
         """All faces, largest first; each keeps insightface's own Face in `native` (bbox, kps, det_score)."""
         size = detection_size(image.shape) if getattr(self._det, "static_input_size", DET_SIZE) is None else None
-        with _quiet_insightface():
-            boxes, kpss = self._det.detect(image, input_size=size, max_num=0)
+        # not inside _quiet_insightface: detection prints nothing and warns of nothing, and a stdout
+        # redirect is process-wide (each GPU of a task detects in its own thread)
+        boxes, kpss = self._det.detect(image, input_size=size, max_num=0)
         faces = []
         for i in range(boxes.shape[0]):
             bbox = boxes[i, :4].astype(np.float32)
@@ -244,10 +246,13 @@ class InsightFaceEngine:
         return faces
 
     def embed(self, image: np.ndarray, face: Face) -> np.ndarray:
+        """ArcFace's embedding of `face`: insightface's ArcFaceONNX.get, with the alignment done here
+        (as `_swapped_crop` does) so that no thread touches process-wide state."""
         native = self._native(face)
-        with _quiet_insightface():
-            raw = self._rec.get(image, native)
-        emb = _normalised(raw)
+        size = self._rec.input_size[0]
+        matrix = umeyama(np.asarray(native.kps, np.float64), arcface_template(size))
+        crop = cv2.warpAffine(image, matrix, (size, size), borderValue=0.0)
+        emb = _normalised(self._rec.get_feat(crop).flatten())
         # `normed_embedding` is a read-only property of insightface's Face: set `embedding` instead.
         native.embedding = emb
         face.embedding = emb
@@ -310,7 +315,7 @@ class InsightFaceEngine:
         which needed a process-wide filter) so that it can run in any thread."""
         sw = self._swapper
         size = sw.input_size[0]
-        matrix = umeyama(np.asarray(kps, np.float64), swapper_template(size))
+        matrix = umeyama(np.asarray(kps, np.float64), arcface_template(size))
         crop = cv2.warpAffine(image, matrix, (size, size), borderValue=0.0)
         blob = cv2.dnn.blobFromImage(crop, 1.0 / sw.input_std, sw.input_size, (sw.input_mean,) * 3, swapRB=True)
         pred = sw.session.run(sw.output_names, {sw.input_names[0]: blob, sw.input_names[1]: latent})[0]
