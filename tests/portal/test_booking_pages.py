@@ -269,8 +269,11 @@ def test_the_new_booking_page_shows_the_heat_map_and_quiet_windows(client, owner
 
 
 def test_the_calendar_names_my_bookings_and_hides_others(client, owner, stranger, h200, no_history):
-    mine = booking(owner, h200, "Episode 5", start=timezone.now() + timedelta(days=1))
-    booking(stranger, h200, "Secret film", start=timezone.now() + timedelta(days=1), gpus=1)
+    # tomorrow 10:00 on the site's clock: "now + 1 day" crossed midnight (two bars each) when the
+    # tests ran between 22:00 and 24:00 in Shanghai, as a CI run did
+    tomorrow = (timezone.localtime() + timedelta(days=1)).replace(hour=10, minute=0, second=0, microsecond=0)
+    mine = booking(owner, h200, "Episode 5", start=tomorrow)
+    booking(stranger, h200, "Secret film", start=tomorrow, gpus=1)
     client.force_login(owner)
     body = client.get(reverse("booking-calendar")).content.decode()
     assert "Secret film" not in body and "Episode 5" in body
