@@ -211,8 +211,10 @@ class FramePipe:
         `Later`). EncoderGone once the encoder stopped taking frames; what a `finish` raised, as
         it was, once one did."""
         while True:
-            self._raise_finish_error()
-            if self._write_error is not None or not self._writer.is_alive():
+            if self._finish_error is not None or self._write_error is not None or not self._writer.is_alive():
+                # a finish that raised ended the writer too: that error, never "the encoder stopped"
+                # (the encoder is alive then, and waiting on it would wait for ever)
+                self._raise_finish_error()
                 raise EncoderGone(str(self._write_error or "the encoder stopped"))
             try:
                 self._encoded.put((frame, finish), timeout=POLL_S)

@@ -358,3 +358,21 @@ def _decoded(path: Path) -> bytes:
 
     return subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "bgr24", "-"],
                           capture_output=True, check=True).stdout
+
+
+def test_a_video_whose_swap_fails_in_the_writer_fails_with_that_error_and_leaves_nothing(clip, tmp_path):
+    """The writer's error reaches the task as it was (the target's note says what happened, e.g.
+    the GPU ran out of memory), both ffmpeg processes are stopped, and nothing is left behind."""
+    def later(frame, n=[]):
+        n.append(1)
+
+        def finish(f):
+            if len(n) >= 5:
+                raise MemoryError("ran out of GPU memory")
+            return f
+
+        return Later(frame, 1, 1, finish)
+
+    with pytest.raises(MemoryError, match="ran out of GPU memory"):
+        process_video(clip, tmp_path / "o.mp4", later, tmp_root=tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == []
