@@ -43,6 +43,7 @@ class FlowCrop:
     inner: tuple[int, int, int, int]
     #: the frame's (height, width): a crop is only compared with a frame of the same size
     frame_size: tuple[int, int]
+    #: the face's width (frame pixels) in the frame the crop is of
     box_width: float
 
     def same_place(self, frame: np.ndarray) -> np.ndarray | None:
@@ -59,7 +60,8 @@ class FlowCrop:
         """This place's pixels of the next frame (`grey`) as the crop for the face now at `box`, or
         None when the face has moved too near the crop's edge or changed size too much (then a new
         crop is cut around it): the face keeps at least REUSE_ROOM of its size inside the crop on
-        every side the frame goes on, and its width within REUSE_SIZE_CHANGE of the crop's."""
+        every side the frame goes on, and its width within REUSE_SIZE_CHANGE of the last frame's (a
+        slow zoom soon fails the room instead: a face in the middle of its crop may grow by a ninth)."""
         x1, y1, x2, y2 = (float(v) for v in box)
         bw, bh = x2 - x1, y2 - y1
         if bw <= 0 or bh <= 0 or abs(bw / self.box_width - 1.0) > REUSE_SIZE_CHANGE:
@@ -77,7 +79,7 @@ class FlowCrop:
 #: a crop is used again for the next frame while the face keeps this much of its size as room on
 #: every side (a new crop gives it half) ...
 REUSE_ROOM = 0.4
-#: ... and its width stays within this fraction of the width the crop was cut for
+#: ... and its width changes by less than this fraction from one frame to the next
 REUSE_SIZE_CHANGE = 0.1
 
 
