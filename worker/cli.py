@@ -140,15 +140,19 @@ def _swap(args) -> int:
 
 
 def _models(args) -> int:
-    from .models import INSIGHTFACE_MODELS, check_models, fetch_models
+    from .models import INSIGHTFACE_MODELS, POSE_MODEL, check_models, fetch_models
 
     models_dir = _models_dir(args)
     registry = _registry(args)
+    names = (*INSIGHTFACE_MODELS, POSE_MODEL)
     if args.models_command == "check":
-        states = check_models(models_dir, INSIGHTFACE_MODELS, registry=registry)
+        states = check_models(models_dir, names, registry=registry)
     else:
-        states = fetch_models(models_dir, INSIGHTFACE_MODELS, registry=registry)
+        states = fetch_models(models_dir, names, registry=registry)
     print(f"models folder: {Path(models_dir)}")
     for s in states:
-        print(f"  {s.name:<14} {s.state:<8} {s.path}  {s.detail}".rstrip())
-    return 0 if all(s.state == "ok" for s in states) else 1
+        optional = s.name == POSE_MODEL
+        what = f"{s.detail} (optional: without it faces in profile are swapped too)" if optional else s.detail
+        print(f"  {s.name:<14} {s.state:<8} {s.path}  {what}".rstrip())
+    # a missing optional model is no failure; a corrupt one is (someone installed the wrong bytes)
+    return 0 if all(s.ok or (s.name == POSE_MODEL and s.state == "missing") for s in states) else 1

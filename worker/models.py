@@ -78,12 +78,23 @@ DEFAULT_REGISTRY: dict[str, ModelSpec] = {
         sha256="e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af",
         size=554253681,
     ),
+    # optional (POSE_MODEL); hash as published with buffalo_l's other files (det_10g's and w600k_r50's match)
+    "1k3d68": ModelSpec(
+        name="1k3d68",
+        file="1k3d68.onnx",
+        url=f"{_BUFFALO_L}/1k3d68.onnx",
+        sha256="df5c06b8a0c12e422b2ed8947b8869faa4105387f199c477af038aa01f9a45cc",
+    ),
 }
 #: detector, recogniser, swapper: what the insightface engine loads, in that order
 INSIGHTFACE_MODELS: tuple[str, ...] = ("det_10g", "w600k_r50", "inswapper_128")
 #: the optional face enhancer (worker/engines/enhancer.py): no built-in entry, since its weights are the
 #: admin's choice; the registry JSON names its file, url and sha256, and the engine uses it when present
 ENHANCER_MODEL = "face_enhancer"
+#: the optional 3-D landmark model (buffalo_l's 1k3d68): with it the insightface engine measures each
+#: face's head turn and leaves faces turned toward profile as they are (worker.pose), as the classic
+#: engine does; without it every face is swapped. `models fetch` fetches it; `models check` lists it.
+POSE_MODEL = "1k3d68"
 
 
 @dataclass(frozen=True)

@@ -139,10 +139,11 @@ def engine_models(engine, registry: Mapping | None) -> list[dict[str, str]]:
     An engine whose files cannot be hashed records none rather than fail the task."""
     try:
         if engine.name == "insightface":
-            from .models import ENHANCER_MODEL, INSIGHTFACE_MODELS
+            from .models import ENHANCER_MODEL, INSIGHTFACE_MODELS, POSE_MODEL
 
-            # The optional face enhancer counts when the engine loaded one (an admin installed it).
-            extra = (ENHANCER_MODEL,) if getattr(engine, "enhancer", None) is not None else ()
+            # The optional models count when the engine loaded them (an admin installed them).
+            extra = tuple(name for name, part in ((POSE_MODEL, "head_turn"), (ENHANCER_MODEL, "enhancer"))
+                          if getattr(engine, part, None) is not None)
             return insightface_used(registry, (*INSIGHTFACE_MODELS, *extra))
         if engine.name == "classic":
             from .engines.classic import MODEL_FILES, models_dir

@@ -276,7 +276,9 @@ class SteadyFaces:
             t.motion = (steady.mean() - _complex(t.face.landmarks).mean())
             t.missed = 0
         t.box = box
-        t.face = Face(bbox=tuple(float(v) for v in box), landmarks=_points(steady), score=f.score)
+        # the head-turn points are the detection's own: only the swap's landmarks need to be steady
+        t.face = Face(bbox=tuple(float(v) for v in box), landmarks=_points(steady), score=f.score,
+                      pose_landmarks=f.pose_landmarks)
         return t.face
 
 
@@ -306,7 +308,9 @@ def _hold(t: Track, motion: Motion | None) -> None:
     m, c = motion
     z = m * _complex(t.face.landmarks) + c
     t.box = _moved_box(t.box, motion)
-    t.face = Face(bbox=tuple(float(v) for v in t.box), landmarks=_points(z), score=t.face.score)
+    # a held face keeps its last head-turn points: a turn is measured, not guessed
+    t.face = Face(bbox=tuple(float(v) for v in t.box), landmarks=_points(z), score=t.face.score,
+                  pose_landmarks=t.face.pose_landmarks)
     if t.pose_filter.value is not None:
         t.pose_filter.value = _moved_pose(t.pose_filter.value, motion)
 

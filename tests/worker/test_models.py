@@ -71,8 +71,10 @@ def test_it_names_every_missing_file_and_the_folder(tmp_path):
     with pytest.raises(ModelError) as err:
         verify_models(tmp_path / "nowhere", models.INSIGHTFACE_MODELS)  # the real registry
     msg = str(err.value)
-    for spec in DEFAULT_REGISTRY.values():
+    for name in models.INSIGHTFACE_MODELS:
+        spec = DEFAULT_REGISTRY[name]
         assert f"model file {spec.file} is missing at {tmp_path / 'nowhere' / spec.file}" in msg
+    assert "1k3d68" not in msg  # optional: never required
     assert f"copy the file into {tmp_path / 'nowhere'}" in msg
 
 
@@ -315,3 +317,31 @@ def test_it_reports_an_unreachable_url_plainly(server, tmp_path):
     reg["det_10g"] = ModelSpec("det_10g", "det_10g.onnx", f"{server.url}/gone.onnx", reg["det_10g"].sha256)
     with pytest.raises(ModelError, match=r"could not download det_10g.onnx from http://127\.0\.0\.1:\d+/gone\.onnx"):
         fetch_models(tmp_path / "models", ["det_10g"], registry=reg, progress=lambda s: None)
+
+
+# ---- `python -m worker models check` ----------------------------------------------------------
+
+def models_check(folder, registry_file):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-m", "worker", "models", "check", "--models-dir", str(folder),
+                           "--registry", str(registry_file)], cwd=root, capture_output=True, text=True, timeout=120)
+
+
+def test_models_check_passes_without_the_optional_head_turn_model_and_says_what_it_is_for(tmp_path):
+    reg = build_fake_models(tmp_path / "m")
+    registry_file = tmp_path / "registry.json"
+    registry_file.write_text(json.dumps({s.name: {"file": s.file, "url": s.url, "sha256": s.sha256, "size": s.size}
+                                         for s in reg.values()}))
+    run = models_check(tmp_path / "m", registry_file)
+    assert run.returncode == 0, run.stdout + run.stderr
+    [line] = [ln for ln in run.stdout.splitlines() if "1k3d68" in ln]
+    assert "missing" in line and "optional: without it faces in profile are swapped too" in line
+    # a head-turn file with the wrong bytes is no optional matter: someone installed the wrong file
+    (tmp_path / "m" / "1k3d68.onnx").write_bytes(b"not the model")
+    run = models_check(tmp_path / "m", registry_file)
+    assert run.returncode == 1 and "1k3d68" in run.stdout and "corrupt" in run.stdout
+    assert DEFAULT_REGISTRY["1k3d68"].sha256 == "df5c06b8a0c12e422b2ed8947b8869faa4105387f199c477af038aa01f9a45cc"

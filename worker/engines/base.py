@@ -20,7 +20,9 @@ class Face:
     bbox: (x1, y1, x2, y2) in pixels. landmarks: (N, 2) float array, engine specific (68 points for
     classic, 5 for insightface). embedding: identity vector used by `reference` selection and by
     the identity judge; engines fill it on demand via `Engine.embed`. `native` keeps the engine's
-    own object (e.g. an insightface Face) so the engine need not recompute it.
+    own object (e.g. an insightface Face) so the engine need not recompute it. pose_landmarks: dlib's
+    68-point layout for the head-turn rule (`worker.pose`) where `landmarks` are fewer (insightface,
+    from its optional 3-D landmark model); None where the engine has none.
     """
 
     bbox: tuple[float, float, float, float]
@@ -28,6 +30,7 @@ class Face:
     score: float = 1.0
     embedding: np.ndarray | None = None
     native: object | None = field(default=None, repr=False)
+    pose_landmarks: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def area(self) -> float:

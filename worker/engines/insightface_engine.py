@@ -20,10 +20,12 @@ import cv2
 import numpy as np
 
 from ..errors import EngineUnavailable, ModelError, SourceError
-from ..models import ENHANCER_MODEL, INSIGHTFACE_MODELS, optional_model, verify_models
+from .. import pose
+from ..models import DEFAULT_REGISTRY, ENHANCER_MODEL, INSIGHTFACE_MODELS, POSE_MODEL, optional_model, verify_models
 from .base import Face, Identity
 from . import scrfd_speed
 from .enhancer import paste_back
+from .head_turn import HeadTurnLandmarks
 from .similarity import umeyama
 from .timing import InferenceClock
 
@@ -177,6 +179,8 @@ class InsightFaceEngine:
         self._rec.prepare(0)
         self._swap_mask = swap_mask(self._swapper.input_size[0])
         self._last_latent = None
+        #: faces the last `swap` left as they are (turned toward profile), for the photo's note
+        self.last_left_as_is = 0
         scrfd_speed.install(self._det)
         # insightface builds a fixed-size detector session on first use: do it now, so model loading
         # is all paid (and timed) here and no session is created while targets are processed.
@@ -211,7 +215,24 @@ class InsightFaceEngine:
                 ", ".join(k for k, v in actual.items() if v == CPU),
             )
 
-        # 4. The optional face enhancer, run on each swapped face when an admin installed it.
+        # 4. The optional head-turn landmarks (faces in profile are then left as they are, worker.pose).
+        self.head_turn = None
+        pose_path = optional_model(models_dir, POSE_MODEL, registry=registry)
+        if pose_path is not None:
+            path = str(pose_path.resolve())
+            try:
+                with _quiet_insightface():
+                    model = model_zoo.get_model(path, providers=requested, sess_options=session_options(onnxruntime))
+            except Exception as exc:  # onnxruntime raises its own types for unloadable graphs
+                raise ModelError(f"model file {pose_path.name} at {path} could not be loaded: {exc}") from exc
+            self.head_turn = HeadTurnLandmarks(model, path)
+            self.head_turn.session = self.clock.wrap(self.head_turn.session)
+            log.info("insightface: faces turned toward profile are left as they are (%s)", pose_path.name)
+        else:
+            log.info("insightface: no head-turn model (%s) installed: faces in profile are swapped too",
+                     DEFAULT_REGISTRY[POSE_MODEL].file)
+
+        # 5. The optional face enhancer, run on each swapped face when an admin installed it.
         self.enhancer = None
         enhancer_path = optional_model(models_dir, ENHANCER_MODEL, registry=registry)
         if enhancer_path is not None:
@@ -240,8 +261,9 @@ class InsightFaceEngine:
             bbox = boxes[i, :4].astype(np.float32)
             kps = kpss[i].astype(np.float32) if kpss is not None else np.zeros((5, 2), np.float32)
             native = self._NativeFace(bbox=bbox, kps=kps, det_score=float(boxes[i, 4]))
+            turn = self.head_turn.points(image, bbox) if self.head_turn is not None else None
             faces.append(Face(bbox=tuple(float(v) for v in bbox), landmarks=kps, score=float(boxes[i, 4]),
-                              native=native))
+                              native=native, pose_landmarks=turn))
         faces.sort(key=lambda f: f.area, reverse=True)
         return faces
 
@@ -276,14 +298,26 @@ class InsightFaceEngine:
     #: `swap(..., inplace=True)` changes the frame itself (`worker.process` does so for video frames)
     swaps_in_place = True
 
+    def too_turned(self, face: Face, was_turned: bool = False) -> bool:
+        """Whether `face` is turned so far toward profile that the swap leaves it as it is: the classic
+        engine's rule (`worker.pose`) on the head-turn model's 68 points. Without that model (or
+        points), a face is never too turned; a video's person keeps what was decided (`was_turned`)."""
+        if face.pose_landmarks is None:
+            return was_turned if self.head_turn is not None else False
+        return pose.is_profile(face.pose_landmarks, pose.PROFILE_YAW_BACK if was_turned else pose.PROFILE_YAW)
+
     def swap(self, image: np.ndarray, faces: list[Face], identity: Identity, inplace: bool = False) -> np.ndarray:
         """`inplace`: swap into `image` itself instead of a copy (a video frame, which nothing reads
-        afterwards: a 1080p copy is 6 MB, 1.4 ms of CPU per frame).
+        afterwards: a 1080p copy is 6 MB, 1.4 ms of CPU per frame). Faces turned toward profile
+        (`too_turned`) are left as they are; how many, of the last call, is in `last_left_as_is`.
 
         Safe to call from another thread than `detect` (a video's writer thread, `worker.pipeline.Later`):
         it touches no process-wide state (no stdout redirect, no warning filters)."""
         latent = self._latent(identity)
         out = image if inplace and image.flags.writeable else image.copy()
+        turned = [f for f in faces if self.too_turned(f)]
+        self.last_left_as_is = len(turned)
+        faces = [f for f in faces if not any(f is t for t in turned)]
         for face in faces:
             # Chained: each face is pasted into the result of the previous one. insightface's own
             # paste-back warps, erodes and blurs masks the size of the WHOLE photo for every face
