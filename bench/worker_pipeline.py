@@ -202,7 +202,7 @@ def face_work_alone(swapper, raw: bytes) -> dict:
     besides the models, i.e. what stays on the CPU when a GPU node's NVDEC and NVENC take the codecs."""
     import io
 
-    from worker.pipeline import FramePipe, Later
+    from worker.pipeline import FramePipe, handed_over
 
     clock = getattr(swapper.engine, "inference_seconds", lambda: 0.0)
     pipe = FramePipe(io.BytesIO(raw), NullSink(), (HEIGHT, WIDTH, 3), clock=clock)
@@ -213,10 +213,8 @@ def face_work_alone(swapper, raw: bytes) -> dict:
             t, m = time.perf_counter(), clock()
             result = swapper.plan_frame(frame, steady)
             pipe.add_work(time.perf_counter() - t, clock() - m)
-            if isinstance(result, Later):
-                pipe.put(result.frame, result.finish)
-            else:
-                pipe.put(result[0])
+            new, _, _, finish = handed_over(result)  # as worker.video does
+            pipe.put(new, finish)
         pipe.finish()
     finally:
         pipe.close()

@@ -149,6 +149,15 @@ class Later:
     finish: Callable[[np.ndarray], np.ndarray]
 
 
+def handed_over(result: "tuple[np.ndarray, int, int] | Later") -> tuple[np.ndarray, int, int, Callable | None]:
+    """(frame, faces found, faces swapped, the `finish` the writer runs on it or None) of what a frame
+    function returned: a plain (frame, found, swapped) or a `Later`."""
+    if isinstance(result, Later):
+        return result.frame, result.found, result.swapped, result.finish
+    new, found, swapped = result
+    return new, found, swapped, None
+
+
 class _End:
     """The reader's last item: the end of the stream, or what went wrong reading it."""
 

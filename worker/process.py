@@ -65,9 +65,12 @@ class Swapper:
         decided once for the whole clip and swapped at their smoothed landmarks. The frame itself is
         then swapped in place where the engine can (a video's frame is its own; no copy).
         """
-        faces = self.engine.detect(image)
         if steady is not None:
-            return self._swap_steady(image, faces, steady)
+            planned = self._plan(image, steady)
+            if isinstance(planned, Later):  # finished here and now: the caller wants the frame
+                return planned.finish(planned.frame), planned.found, planned.swapped
+            return planned
+        faces = self.engine.detect(image)
         chosen = select_faces(
             self.engine, image, faces, self.options.face_selector, self.reference, self.options.reference_distance
         )
@@ -77,24 +80,19 @@ class Swapper:
         # faces the engine left as they are (turned toward profile: ClassicEngine.too_turned) are not swapped
         return out, len(faces), len(chosen) - getattr(self.engine, "last_left_as_is", 0)
 
-    def _swap_steady(self, image: np.ndarray, faces: list, steady: SteadyFaces) -> tuple[np.ndarray, int, int]:
-        chosen, found = self._steady_choice(image, faces, steady)
-        if not chosen:
-            return image, found, 0
-        # a video frame is the video's own and `steady` kept only crops of it: no copy is needed
-        if getattr(self.engine, "swaps_in_place", False):
-            return self.engine.swap(image, chosen, self.identity, inplace=True), found, len(chosen)
-        return self.engine.swap(image, chosen, self.identity), found, len(chosen)
-
     def plan_frame(self, image: np.ndarray, steady: SteadyFaces) -> "tuple[np.ndarray, int, int] | Later":
         """A video frame's faces found, tracked and decided here, and their swap left to a `Later`
         (run by the video's writer thread while this thread goes on to the next frame) where the
-        engine swaps in place from any thread (`swaps_in_place`); elsewhere all of `swap_frame`."""
-        if not getattr(self.engine, "swaps_in_place", False):
-            return self.swap_frame(image, steady)
+        engine swaps in place from any thread (`swaps_in_place`; a video frame is the video's own and
+        `steady` kept only crops of it: no copy is needed); elsewhere the swapped frame itself."""
+        return self._plan(image, steady)
+
+    def _plan(self, image: np.ndarray, steady: SteadyFaces) -> "tuple[np.ndarray, int, int] | Later":
         chosen, found = self._steady_choice(image, self.engine.detect(image), steady)
         if not chosen:
             return image, found, 0
+        if not getattr(self.engine, "swaps_in_place", False):
+            return self.engine.swap(image, chosen, self.identity), found, len(chosen)
         engine, identity = self.engine, self.identity
         return Later(image, found, len(chosen), lambda frame: engine.swap(frame, chosen, identity, inplace=True))
 

@@ -219,9 +219,7 @@ def build_fake_models(folder: str | Path) -> dict[str, ModelSpec]:
                         ("inswapper_128", swapper_graph())):
         path = folder / f"{name}.onnx"
         _save(graph, path)
-        data = path.read_bytes()
-        registry[name] = ModelSpec(name=name, file=path.name, url=f"https://models.invalid/fake/{path.name}",
-                                   sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+        registry[name] = spec_of(name, path)
     return registry
 
 
@@ -230,3 +228,10 @@ def face_box_in(image_shape: tuple[int, ...]) -> tuple[float, float, float, floa
     h, w = image_shape[:2]
     x1, y1, x2, y2 = FACE_BBOX
     return x1 * w, y1 * h, x2 * w, y2 * h
+
+
+def spec_of(name: str, path) -> ModelSpec:
+    """A registry entry for the file at `path`, pinned to its present bytes (the URL goes nowhere)."""
+    data = path.read_bytes()
+    return ModelSpec(name=name, file=path.name, url=f"https://models.invalid/{path.name}",
+                     sha256=hashlib.sha256(data).hexdigest(), size=len(data))

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.worker import photos
-from tests.worker.fake_models import IR_VERSION, OPSET, build_fake_models
+from tests.worker.fake_models import IR_VERSION, OPSET
 from worker.engines import enhancer as enh
 from worker.engines.insightface_engine import CPU, InsightFaceEngine, swap_mask
 from worker.errors import ModelError
@@ -50,9 +50,9 @@ def enhancer_model(path, size=512, codeformer=False):
             "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 
 
-def registry_file(folder, fakes, enhancer_entry=None):
+def registry_file(folder, fake_models, enhancer_entry=None):
     """The admin's way in: a registry JSON ($FACEFUSION_MODEL_REGISTRY) with the enhancer's entry."""
-    entries = {name: {"file": s.file, "url": s.url, "sha256": s.sha256, "size": s.size} for name, s in fakes.items()}
+    entries = {name: {"file": s.file, "url": s.url, "sha256": s.sha256, "size": s.size} for name, s in fake_models.items()}
     if enhancer_entry:
         entries[ENHANCER_MODEL] = enhancer_entry
     path = folder / "registry.json"
@@ -60,9 +60,9 @@ def registry_file(folder, fakes, enhancer_entry=None):
     return path
 
 
-def installed(tmp_path, fakes, **kwargs):
+def installed(tmp_path, fake_models, **kwargs):
     """A models folder holding the stand-ins and an enhancer, and the registry JSON naming them all."""
-    folder, registry = fakes
+    folder, registry = fake_models
     models = tmp_path / "models"
     models.mkdir()
     for spec in registry.values():
@@ -72,14 +72,8 @@ def installed(tmp_path, fakes, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def fakes(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("models")
-    return folder, build_fake_models(folder)
-
-
-@pytest.fixture(scope="module")
-def plain(fakes):
-    folder, registry = fakes
+def plain(fake_models):
+    folder, registry = fake_models
     return InsightFaceEngine(models_dir=folder, registry=registry, providers=[CPU])
 
 
@@ -96,16 +90,16 @@ def face_region(image_shape, landmarks):
     return cv2.dilate(area, np.ones((5, 5), np.uint8)).astype(bool)
 
 
-def test_without_a_registered_enhancer_the_engine_runs_without_one(plain, caplog, fakes):
+def test_without_a_registered_enhancer_the_engine_runs_without_one(plain, caplog, fake_models):
     assert plain.enhancer is None
-    folder, registry = fakes
+    folder, registry = fake_models
     with caplog.at_level(logging.INFO, logger="worker.engines.insightface"):
         InsightFaceEngine(models_dir=folder, registry=registry, providers=[CPU])
     assert "no face enhancer installed" in caplog.text
 
 
-def test_a_registered_enhancer_whose_file_is_absent_is_no_error(fakes, tmp_path, plain):
-    folder, registry = fakes
+def test_a_registered_enhancer_whose_file_is_absent_is_no_error(fake_models, tmp_path, plain):
+    folder, registry = fake_models
     entry = enhancer_model(tmp_path / "gfpgan_1.4.onnx")  # built elsewhere: not in the models folder
     engine = InsightFaceEngine(models_dir=folder, registry=registry_file(tmp_path, registry, entry), providers=[CPU])
     assert engine.enhancer is None
@@ -115,8 +109,8 @@ def test_a_registered_enhancer_whose_file_is_absent_is_no_error(fakes, tmp_path,
 
 
 @pytest.mark.parametrize("codeformer", [False, True], ids=["gfpgan", "codeformer"])
-def test_an_installed_enhancer_brightens_the_swapped_face_and_nothing_else(fakes, tmp_path, plain, codeformer):
-    models, registry = installed(tmp_path, fakes, codeformer=codeformer)
+def test_an_installed_enhancer_brightens_the_swapped_face_and_nothing_else(fake_models, tmp_path, plain, codeformer):
+    models, registry = installed(tmp_path, fake_models, codeformer=codeformer)
     engine = InsightFaceEngine(models_dir=models, registry=registry, providers=[CPU])
     assert engine.enhancer is not None and engine.enhancer.device == CPU
 
@@ -140,11 +134,11 @@ def test_an_installed_enhancer_brightens_the_swapped_face_and_nothing_else(fakes
 
     used = {m["name"]: m["sha256"] for m in engine_models(engine, load_registry(registry))}
     assert used["face_enhancer.onnx"] == hashlib.sha256((models / "face_enhancer.onnx").read_bytes()).hexdigest()
-    assert "face_enhancer.onnx" not in {m["name"] for m in engine_models(plain, fakes[1])}
+    assert "face_enhancer.onnx" not in {m["name"] for m in engine_models(plain, fake_models[1])}
 
 
-def test_a_changed_enhancer_file_stops_the_engine(fakes, tmp_path):
-    models, registry = installed(tmp_path, fakes)
+def test_a_changed_enhancer_file_stops_the_engine(fake_models, tmp_path):
+    models, registry = installed(tmp_path, fake_models)
     data = bytearray((models / "face_enhancer.onnx").read_bytes())
     data[-10] ^= 0x01
     (models / "face_enhancer.onnx").write_bytes(bytes(data))

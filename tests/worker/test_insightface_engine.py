@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from tests.worker.fake_models import build_fake_models, face_box_in
+from tests.worker.fake_models import face_box_in
 from worker import models
 from worker.engines.base import Face
 from worker.engines.insightface_engine import CPU, CUDA, InsightFaceEngine
@@ -22,12 +22,6 @@ from worker.errors import ModelError, SourceError
 from worker.selection import embedding_distance
 
 CPU_ONLY = [CPU]
-
-
-@pytest.fixture(scope="module")
-def fake_models(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("models")
-    return folder, build_fake_models(folder)
 
 
 @pytest.fixture(scope="module")

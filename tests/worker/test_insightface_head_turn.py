@@ -20,13 +20,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.worker import photos, real_models
-from tests.worker.fake_models import IR_VERSION, OPSET, build_fake_models
+from tests.worker import photos
+from tests.worker.fake_models import IR_VERSION, OPSET, spec_of
 from worker.engines.classic import ClassicEngine
 from worker.engines.insightface_engine import CPU, InsightFaceEngine
 from worker.errors import ModelError
 from worker.manifest import EngineOptions
-from worker.models import POSE_MODEL, ModelSpec
+from worker.models import POSE_MODEL
 from worker.modelset import engine_models
 from worker.pose import yaw_degrees
 from worker.process import PROFILE_LEFT, Swapper, process_target
@@ -35,20 +35,10 @@ from worker.process import PROFILE_LEFT, Swapper, process_target
 PEOPLE = ("Rachel", "Monica", "Ross", "Chandler", "Joey", "Phoebe")
 
 
-def _spec(name: str, path) -> ModelSpec:
-    data = path.read_bytes()
-    return ModelSpec(name=name, file=path.name, url=f"https://models.invalid/{path.name}",
-                     sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-
-
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
+def base(scrfd_models):
     """The stand-in recogniser and swapper with the real SCRFD: (folder, registry), no head-turn model."""
-    folder = tmp_path_factory.mktemp("models")
-    registry = build_fake_models(folder)
-    shutil.copy(real_models.scrfd_model(), folder / "scrfd.onnx")
-    registry["det_10g"] = _spec("det_10g", folder / "scrfd.onnx")
-    return folder, registry
+    return scrfd_models
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +103,7 @@ def folder_with(base, tmp_path, points68=None, length=3309):
     shutil.copytree(base[0], folder)
     if points68 is not None:
         landmark_model(folder / "1k3d68.onnx", points68, length)
-        registry[POSE_MODEL] = _spec(POSE_MODEL, folder / "1k3d68.onnx")
+        registry[POSE_MODEL] = spec_of(POSE_MODEL, folder / "1k3d68.onnx")
     return folder, registry
 
 
@@ -183,7 +173,7 @@ def test_without_the_model_every_face_is_swapped_and_the_log_says_how_to_change_
 def test_the_job_records_the_model_it_used(people, base, tmp_path):
     engine = engine_shaped_as("Rachel", people, base, tmp_path)
     folder = tmp_path / "models"
-    used = {m["name"]: m["sha256"] for m in engine_models(engine, {**base[1], POSE_MODEL: _spec(POSE_MODEL, folder / "1k3d68.onnx")})}
+    used = {m["name"]: m["sha256"] for m in engine_models(engine, {**base[1], POSE_MODEL: spec_of(POSE_MODEL, folder / "1k3d68.onnx")})}
     assert used["1k3d68.onnx"] == hashlib.sha256((folder / "1k3d68.onnx").read_bytes()).hexdigest()
 
 

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from tests.worker import photos, real_models
-from tests.worker.fake_models import build_fake_models
 from worker.engines.insightface_engine import CPU, InsightFaceEngine
 from worker.errors import ModelError, SourceError
-from worker.models import ModelSpec, verify_models
+from worker.models import verify_models
 
 # insightface's alignment calls scikit-image's deprecated `estimate` (the engine hides it the same way)
 pytestmark = pytest.mark.filterwarnings("ignore:.*estimate.* is deprecated:FutureWarning")
@@ -24,19 +23,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*estimate.* is deprecated:Futur
 SCRFD_SHA256 = "9c162a817c7dd32d35d1f1c6ae6445032d6e73c6c5fe61d8b5b663ba8bc86b30"
 
 
-def _spec(path) -> ModelSpec:
-    data = path.read_bytes()
-    return ModelSpec(name="det_10g", file="scrfd.onnx", url="https://models.invalid/scrfd.onnx",
-                     sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-
-
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("models")
-    registry = build_fake_models(folder)
-    shutil.copy(real_models.scrfd_model(), folder / "scrfd.onnx")
-    registry["det_10g"] = _spec(folder / "scrfd.onnx")
-    return folder, registry
+def models(scrfd_models):
+    return scrfd_models
 
 
 @pytest.fixture(scope="module")

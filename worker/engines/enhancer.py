@@ -16,6 +16,7 @@ follows the face's size, not the photo's.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -52,7 +53,23 @@ def soft_box_mask(size: int = SIZE, blur: float = MASK_BLUR) -> np.ndarray:
     return np.minimum(line[:, None], line[None, :]).astype(np.float32)
 
 
-def paste_back(image: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: np.ndarray,
+@dataclass(frozen=True)
+class PasteMask:
+    """A paste-back mask with what `paste_back` reads of it on every call measured once: its 8-bit
+    form and the bounding box of its non-zero part. (The engines paste every face of every frame
+    with the same mask.)"""
+
+    alpha8: np.ndarray
+    rect: tuple[int, int, int, int]
+
+    @classmethod
+    def of(cls, mask: np.ndarray) -> "PasteMask":
+        alpha8 = np.clip(np.rint(mask * 255.0), 0, 255).astype(np.uint8)
+        alpha8.flags.writeable = False
+        return cls(alpha8, tuple(int(v) for v in cv2.boundingRect(alpha8)))
+
+
+def paste_back(image: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: "np.ndarray | PasteMask",
                blend: float = 1.0, inplace: bool = False) -> np.ndarray:
     """`image` with `crop` (aligned by `matrix`, image -> crop) blended back under `mask` * `blend`.
 
@@ -67,8 +84,8 @@ def paste_back(image: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: np
     inverse = cv2.invertAffineTransform(matrix)
     # only where the mask is above 0 (plus the ring of zeros around it, which bilinear warping
     # blends in) can a pixel change: the footprint of that part of the crop is all there is to warp
-    alpha8 = np.clip(np.rint(mask * 255.0), 0, 255).astype(np.uint8)
-    mx, my, mw, mh = cv2.boundingRect(alpha8)
+    mask = mask if isinstance(mask, PasteMask) else PasteMask.of(mask)
+    alpha8, (mx, my, mw, mh) = mask.alpha8, mask.rect
     if mw == 0 or mh == 0:
         return image if inplace else image.copy()
     ch, cw = crop.shape[:2]
@@ -121,7 +138,7 @@ class FaceEnhancer:
                 raise ModelError(f"face enhancer {Path(path).name}: {what} {arg.name!r} has shape {arg.shape}, "
                                  f"expected 1x3x{SIZE}x{SIZE}")
         self.blend = float(blend)
-        self.mask = soft_box_mask()
+        self.mask = PasteMask.of(soft_box_mask())
         self.device = self.session.get_providers()[0]
 
     def enhance(self, image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from .. import pose
 from ..models import DEFAULT_REGISTRY, ENHANCER_MODEL, INSIGHTFACE_MODELS, POSE_MODEL, optional_model, verify_models
 from .base import Face, Identity
 from . import scrfd_speed
-from .enhancer import paste_back
+from .enhancer import PasteMask, paste_back
 from .head_turn import HeadTurnLandmarks
 from .similarity import umeyama
 from .timing import InferenceClock
@@ -177,7 +177,7 @@ class InsightFaceEngine:
         self._det, self._rec, self._swapper = loaded["det_10g"], loaded["w600k_r50"], loaded["inswapper_128"]
         self._det.prepare(0, input_size=DET_SIZE, det_thresh=DET_THRESH)
         self._rec.prepare(0)
-        self._swap_mask = swap_mask(self._swapper.input_size[0])
+        self._swap_mask = PasteMask.of(swap_mask(self._swapper.input_size[0]))
         self._last_latent = None
         #: faces the last `swap` left as they are (turned toward profile), for the photo's note
         self.last_left_as_is = 0
