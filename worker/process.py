@@ -105,12 +105,13 @@ class Swapper:
                                                  o.reference_distance))
         # a person held through a frame the detector missed is still on screen: counted as found
         found = len(faces) + sum(1 for it in items if it.detected is None)
-        return self._not_turned(items, chosen), found
+        return self._not_turned(items, chosen, steady), found
 
-    def _not_turned(self, items: list, chosen: list[Face]) -> list[Face]:
+    def _not_turned(self, items: list, chosen: list[Face], steady: SteadyFaces) -> list[Face]:
         """`chosen` without the people turned toward profile, by the engine's rule (when it has one)
         decided per person with hysteresis: a head held near the limit stays swapped, or stays as
-        it is, instead of flickering between the two from frame to frame."""
+        it is, instead of flickering between the two from frame to frame. Who was left, and in how
+        many frames, is counted in `steady` for the video's note."""
         rule = getattr(self.engine, "too_turned", None)
         if rule is None:
             return chosen
@@ -119,8 +120,11 @@ class Swapper:
         for face in chosen:
             track = track_of[id(face)]
             track.turned = bool(rule(face, track.turned))
-            if not track.turned:
+            if track.turned:
+                steady.left_as_is.add(track.id)
+            else:
                 kept.append(face)
+        steady.frames_left_as_is += len(kept) < len(chosen)
         return kept
 
 
@@ -296,12 +300,17 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
     )
     # A video's faces are the most seen in one frame (people on screen at once), not detections x
     # frames: a 4 s clip of one person is "1 person", not "100 faces".
+    left = len(state.left_as_is) if state is not None else 0
+    # people turned toward profile were left as they are in some frames: the video says so, as a photo does
+    profile = {"message": PROFILE_LEFT, "code": "profile_left",
+               "params": {"left": left, "frames": state.frames_left_as_is}} if left else {}
     if res.faces_swapped == 0:
         return Outcome(status="no_face", faces_found=res.most_faces_found, frames=res.frames,
-                       message="no face found in any frame; output is the re-encoded input", code="no_face_video",
+                       **(profile or {"message": "no face found in any frame; output is the re-encoded input",
+                                      "code": "no_face_video"}),
                        stages=res.stages, codecs=res.codecs)
     return Outcome(status="done", faces_found=res.most_faces_found, faces_swapped=res.most_faces_swapped,
-                   frames=res.frames, stages=res.stages, codecs=res.codecs)
+                   frames=res.frames, stages=res.stages, codecs=res.codecs, **profile)
 
 
 def timed(fn: Callable[[], Outcome]) -> tuple[Outcome, float]:

@@ -165,6 +165,10 @@ class SteadyFaces:
     params: SteadyParams = field(default_factory=SteadyParams)
     tracks: list[Track] = field(default_factory=list)
     next_id: int = 1
+    #: the people (track ids) left as they are in some frame, turned toward profile, and in how many
+    #: frames someone was: for the video's note (`worker.process.Swapper._not_turned` keeps them)
+    left_as_is: set[int] = field(default_factory=set)
+    frames_left_as_is: int = 0
     #: the previous frame's crop around each track's face (`flow_crop`), by track id
     _crops: dict[int, FlowCrop] = field(default_factory=dict, repr=False)
 

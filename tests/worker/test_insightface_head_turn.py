@@ -149,15 +149,18 @@ def test_a_video_of_faces_in_profile_keeps_them_and_one_facing_the_camera_swaps_
     subprocess.run(["ffmpeg", "-v", "error", "-loop", "1", "-i", str(photos.t1_path()), "-t", "0.4", "-r", "10",
                     "-vf", "scale=trunc(iw/2)*2:trunc(ih/2)*2", "-c:v", "libx264", "-pix_fmt", "yuv420p", str(clip)],
                    check=True)
-    swapped = {}
+    outcomes = {}
     for name in ("Joey", "Rachel"):
         engine = engine_shaped_as(name, people, base, tmp_path / name)
         swapper = Swapper(engine=engine, identity=engine.identity([photos.astronaut()]),
                           options=EngineOptions(name="insightface"))
-        outcome = process_target(swapper, clip, tmp_path / f"{name}.mp4")
-        assert outcome.frames == 4
-        swapped[name] = outcome.faces_swapped
-    assert swapped == {"Joey": 0, "Rachel": 6}
+        outcomes[name] = process_target(swapper, clip, tmp_path / f"{name}.mp4")
+        assert outcomes[name].frames == 4
+    joey, rachel = outcomes["Joey"], outcomes["Rachel"]
+    assert (joey.status, joey.faces_swapped, rachel.status, rachel.faces_swapped) == ("no_face", 0, "done", 6)
+    # the video says why, as a photo does: six people left as they are, in all four frames
+    assert (joey.message, joey.code, joey.params) == (PROFILE_LEFT, "profile_left", {"left": 6, "frames": 4})
+    assert not rachel.code and not rachel.message
 
 
 def test_without_the_model_every_face_is_swapped_and_the_log_says_how_to_change_that(base, caplog, t1):
