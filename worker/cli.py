@@ -140,15 +140,20 @@ def _swap(args) -> int:
 
 
 def _models(args) -> int:
+    from .errors import ModelError
     from .models import INSIGHTFACE_MODELS, POSE_MODEL, check_models, fetch_models
 
     models_dir = _models_dir(args)
     registry = _registry(args)
-    names = (*INSIGHTFACE_MODELS, POSE_MODEL)
     if args.models_command == "check":
-        states = check_models(models_dir, names, registry=registry)
+        states = check_models(models_dir, (*INSIGHTFACE_MODELS, POSE_MODEL), registry=registry)
     else:
-        states = fetch_models(models_dir, names, registry=registry)
+        states = fetch_models(models_dir, INSIGHTFACE_MODELS, registry=registry)
+        try:
+            states += fetch_models(models_dir, [POSE_MODEL], registry=registry)
+        except ModelError as exc:  # optional: a mirror without it must not fail the fetch of the others
+            print(f"warning: the optional model {POSE_MODEL} was not fetched: {exc}", file=sys.stderr)
+            states += check_models(models_dir, [POSE_MODEL], registry=registry)
     print(f"models folder: {Path(models_dir)}")
     for s in states:
         optional = s.name == POSE_MODEL

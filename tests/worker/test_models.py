@@ -345,3 +345,19 @@ def test_models_check_passes_without_the_optional_head_turn_model_and_says_what_
     run = models_check(tmp_path / "m", registry_file)
     assert run.returncode == 1 and "1k3d68" in run.stdout and "corrupt" in run.stdout
     assert DEFAULT_REGISTRY["1k3d68"].sha256 == "df5c06b8a0c12e422b2ed8947b8869faa4105387f199c477af038aa01f9a45cc"
+
+
+def test_models_fetch_gets_the_required_models_when_the_optional_one_cannot_be_fetched(server, tmp_path, capsys):
+    from worker import cli
+
+    reg = served_registry(server, tmp_path)  # the server has no 1k3d68.onnx: it answers 404
+    entries = {name: {"file": s.file, "url": s.url, "sha256": s.sha256, "size": s.size} for name, s in reg.items()}
+    entries["1k3d68"] = {"url": f"{server.url}/models/1k3d68.onnx"}
+    registry_file = tmp_path / "registry.json"
+    registry_file.write_text(json.dumps(entries))
+    dest = tmp_path / "models"
+    assert cli.main(["models", "fetch", "--models-dir", str(dest), "--registry", str(registry_file)]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: the optional model 1k3d68 was not fetched" in err
+    assert sorted(p.name for p in dest.glob("*.onnx")) == ["det_10g.onnx", "inswapper_128.onnx", "w600k_r50.onnx"]
+    assert "(optional: without it faces in profile are swapped too)" in out
