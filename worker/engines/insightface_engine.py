@@ -315,9 +315,9 @@ class InsightFaceEngine:
         it touches no process-wide state (no stdout redirect, no warning filters)."""
         latent = self._latent(identity)
         out = image if inplace and image.flags.writeable else image.copy()
-        turned = [f for f in faces if self.too_turned(f)]
-        self.last_left_as_is = len(turned)
-        faces = [f for f in faces if not any(f is t for t in turned)]
+        kept = [f for f in faces if not self.too_turned(f)]
+        self.last_left_as_is = len(faces) - len(kept)
+        faces = kept
         for face in faces:
             # Chained: each face is pasted into the result of the previous one. insightface's own
             # paste-back warps, erodes and blurs masks the size of the WHOLE photo for every face
