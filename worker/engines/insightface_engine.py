@@ -300,10 +300,10 @@ class InsightFaceEngine:
 
     def too_turned(self, face: Face, was_turned: bool = False) -> bool:
         """Whether `face` is turned so far toward profile that the swap leaves it as it is: the classic
-        engine's rule (`worker.pose`) on the head-turn model's 68 points. Without that model (or
-        points), a face is never too turned; a video's person keeps what was decided (`was_turned`)."""
+        engine's rule (`worker.pose`) on the head-turn model's 68 points. Without points (no such
+        model: never turned), a video's person keeps what was decided for them (`was_turned`)."""
         if face.pose_landmarks is None:
-            return was_turned if self.head_turn is not None else False
+            return was_turned
         return pose.is_profile(face.pose_landmarks, pose.PROFILE_YAW_BACK if was_turned else pose.PROFILE_YAW)
 
     def swap(self, image: np.ndarray, faces: list[Face], identity: Identity, inplace: bool = False) -> np.ndarray:
