@@ -190,3 +190,19 @@ def test_the_blend_covers_the_brows_and_jawline_but_not_the_hair(engine, astrona
     assert all(0.05 < at(p) < 0.2 for p in pts[0:17])  # the mask fades out on the jawline itself
     top = cb.forehead_points(pts, 0.5)  # halfway up the forehead, toward the hair
     assert max(at(p) for p in top) < 0.05
+
+
+def test_a_mouth_weight_of_zero_keeps_the_targets_smile_and_moves_the_rest(engine, t1, tom):
+    """`mouth_shape`: how far the lips take the source's shape. At 0 the target's mouth (its
+    expression) stays where it was, to the pixel, while eyes, nose and brows still move."""
+    from dataclasses import replace
+
+    from worker.engines import classic_blend as cb
+
+    target = engine.detect(t1)[0].landmarks
+    source = engine.identity([tom]).native.shape
+    kept = cb.blend_shape(target, source, replace(cb.BlendParams(), mouth_shape=0.0))
+    moved = cb.blend_shape(target, source, cb.BlendParams())
+    assert np.array_equal(kept[cb.MOUTH], target[cb.MOUTH])
+    assert np.abs(moved[cb.MOUTH] - target[cb.MOUTH]).max() > 1  # pixels: by default the lips move
+    assert np.array_equal(kept[:48], moved[:48])  # the rest of the face as by default

@@ -17,6 +17,7 @@ BROWS = slice(17, 27)
 RIGHT_EYE = slice(36, 42)
 LEFT_EYE = slice(42, 48)
 OUTER_LIPS = slice(48, 60)
+MOUTH = slice(48, 68)
 #: The inner-lip points (60-67) are left out of the warp mesh: when the source's mouth is closed
 #: they coincide and give zero-area triangles; without them the whole mouth, interior included,
 #: comes from the source, so the target's open mouth cannot show through.
@@ -31,6 +32,10 @@ class BlendParams:
     #: how far target landmarks move toward the source's geometry (0 = target shape, 1 = source)
     inner_shape: float = 0.7
     jaw_shape: float = 0.4
+    #: the lips (points 48-67), where the target's expression shows most: 0 keeps the target's mouth
+    #: shape (smile, open mouth) and only the texture comes from the source. Equal to inner_shape by
+    #: default; `bench/quality.py --params` maps what other values do (docs/worker.md)
+    mouth_shape: float = 0.7
     #: forehead height above the brows, as a fraction of the nose-bridge-to-chin length: the warp
     #: covers `forehead`, the mask only `mask_forehead`, so the source's hairline fades out
     forehead: float = 0.3
@@ -70,6 +75,7 @@ def blend_shape(target: np.ndarray, source: np.ndarray, p: BlendParams) -> np.nd
     turn = np.sqrt(frontality(target))
     w = np.full((len(target), 1), p.inner_shape * turn)
     w[JAW] = p.jaw_shape * turn
+    w[MOUTH] = p.mouth_shape * turn
     move = w * (aligned - target)
     jaw = move[JAW]  # a view: scaling it scales `move`
     outward = np.einsum("ij,ij->i", jaw, target[JAW] - target[JAW].mean(0)) > 0
