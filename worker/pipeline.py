@@ -158,6 +158,15 @@ def handed_over(result: "tuple[np.ndarray, int, int] | Later") -> tuple[np.ndarr
     return new, found, swapped, None
 
 
+def check_frame(frame, shape: tuple[int, int, int], what: str) -> np.ndarray:
+    """`frame` when it is a uint8 array of `shape` (a frame the encoder can take); else ValueError
+    naming `what` returned it."""
+    if not (isinstance(frame, np.ndarray) and frame.shape == shape and frame.dtype == np.uint8):
+        raise ValueError(f"{what} must return a uint8 array of shape {shape}, got "
+                         f"{getattr(frame, 'dtype', type(frame))} {getattr(frame, 'shape', '')}")
+    return frame
+
+
 class _End:
     """The reader's last item: the end of the stream, or what went wrong reading it."""
 
@@ -303,10 +312,7 @@ class FramePipe:
             if finish is not None:
                 t, model_t = time.perf_counter(), self._clock()
                 try:
-                    frame = finish(frame)
-                    if not (isinstance(frame, np.ndarray) and frame.shape == self.shape and frame.dtype == np.uint8):
-                        raise ValueError(f"a frame's finish must return a uint8 array of shape {self.shape}, got "
-                                         f"{getattr(frame, 'dtype', type(frame))} {getattr(frame, 'shape', '')}")
+                    frame = check_frame(finish(frame), self.shape, "a frame's finish")
                 except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
                     self._finish_error = exc
                     return

@@ -34,7 +34,7 @@ from . import hwcodec
 from .errors import TargetError
 from .imageio import part_path, require_nonempty_file
 from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
-from .pipeline import EncoderGone, FramePipe, StageTimes, handed_over, widen_pipe
+from .pipeline import EncoderGone, FramePipe, StageTimes, check_frame, handed_over, widen_pipe
 from .signals import Terminated
 
 log = logging.getLogger("worker.video")
@@ -249,9 +249,7 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
                     pipe.add_work(time.perf_counter() - t, clock() - model_t)
                     # with a `finish`, the frame's swap is left to the writer thread (worker.pipeline.Later)
                     new, f, s, finish = handed_over(result)
-                    if not (isinstance(new, np.ndarray) and new.shape == shape and new.dtype == np.uint8):
-                        raise ValueError(f"frame_fn must return a uint8 array of shape {shape}, got "
-                                         f"{getattr(new, 'dtype', type(new))} {getattr(new, 'shape', '')}")
+                    check_frame(new, shape, "frame_fn")
                     done += 1
                     counts.add(int(f), int(s))
                     if poster is not None and (int(s) > 0 or done == progress_every):

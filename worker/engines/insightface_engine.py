@@ -115,6 +115,14 @@ def arcface_template(size: int) -> np.ndarray:
     return dst
 
 
+def aligned_crop(image: np.ndarray, kps, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the `size`-pixel crop with the five points `kps` on `arcface_template(size)`, the image ->
+    crop matrix): insightface's norm_crop, with the similarity fitted here (its scikit-image
+    `estimate` warns of deprecation, and silencing that needs a process-wide filter)."""
+    matrix = umeyama(np.asarray(kps, np.float64), arcface_template(size))
+    return cv2.warpAffine(image, matrix, (size, size), borderValue=0.0), matrix
+
+
 def detection_size(shape) -> tuple[int, int]:
     """(width, height) to detect a frame of `shape` at: its long side 640 (DET_SIZE), its short side
     the least of DET_SHORT_SIDES that holds the frame scaled to that: the same scale as 640x640,
@@ -271,9 +279,7 @@ class InsightFaceEngine:
         """ArcFace's embedding of `face`: insightface's ArcFaceONNX.get, with the alignment done here
         (as `_swapped_crop` does) so that no thread touches process-wide state."""
         native = self._native(face)
-        size = self._rec.input_size[0]
-        matrix = umeyama(np.asarray(native.kps, np.float64), arcface_template(size))
-        crop = cv2.warpAffine(image, matrix, (size, size), borderValue=0.0)
+        crop, _ = aligned_crop(image, native.kps, self._rec.input_size[0])
         emb = _normalised(self._rec.get_feat(crop).flatten())
         # `normed_embedding` is a read-only property of insightface's Face: set `embedding` instead.
         native.embedding = emb
@@ -348,9 +354,7 @@ class InsightFaceEngine:
         (the same similarity as its scikit-image estimate, without that call's deprecation warning,
         which needed a process-wide filter) so that it can run in any thread."""
         sw = self._swapper
-        size = sw.input_size[0]
-        matrix = umeyama(np.asarray(kps, np.float64), arcface_template(size))
-        crop = cv2.warpAffine(image, matrix, (size, size), borderValue=0.0)
+        crop, matrix = aligned_crop(image, kps, sw.input_size[0])
         blob = cv2.dnn.blobFromImage(crop, 1.0 / sw.input_std, sw.input_size, (sw.input_mean,) * 3, swapRB=True)
         pred = sw.session.run(sw.output_names, {sw.input_names[0]: blob, sw.input_names[1]: latent})[0]
         fake = np.clip(255 * pred.transpose((0, 2, 3, 1))[0], 0, 255).astype(np.uint8)[:, :, ::-1]
