@@ -17,7 +17,7 @@ from tests.worker.fake_models import face_box_in
 from worker import models
 from worker.engines.base import Face
 from worker.engines.insightface_engine import CPU, CUDA, InsightFaceEngine
-from worker.engines.scrfd_speed import DetectorBlob
+from worker.engines.scrfd_speed import DetectorBlob, exact_downscale, letterbox_size
 from worker.errors import ModelError, SourceError
 from worker.selection import embedding_distance
 
@@ -249,6 +249,32 @@ def test_the_detector_blob_falls_back_to_opencv_for_what_it_does_not_do():
     assert np.array_equal(DetectorBlob(127.5, 128.0)(image, (64, 32)), want)  # a resize on the way
     half = DetectorBlob(127.5, 128.0, np.float16)(image, (200, 100))
     assert half.dtype == np.float16
+
+
+@pytest.mark.parametrize("frame, size", [((1080, 1920), (640, 360)), ((1500, 2500), (500, 300)),
+                                         ((1080, 1080), (360, 216))])
+def test_a_frame_an_odd_multiple_of_the_letterbox_is_scaled_down_as_bilinear_scaling_does(frame, size):
+    """1080p into SCRFD's 640x360 (3x), 5x, and 3x across by 5x down: the pixels cv2.resize gives."""
+    rng = np.random.default_rng(8)
+    for channels in (3, 1):
+        image = rng.integers(0, 256, frame + ((channels,) if channels == 3 else ()), np.uint8)
+        got = exact_downscale(image, size)
+        assert got is not None and np.array_equal(got, cv2.resize(image, size))
+
+
+@pytest.mark.parametrize("frame, size", [((720, 1280), (640, 360)), ((2160, 3840), (640, 360)),
+                                         ((1080, 1920), (640, 384)), ((360, 640), (640, 360))])
+def test_any_other_frame_is_left_to_the_detectors_own_scaling(frame, size):
+    """An even multiple (2x, 6x: bilinear mixes pixels there), not a whole multiple, or no scaling."""
+    assert exact_downscale(np.zeros(frame + (3,), np.uint8), size) is None
+
+
+@pytest.mark.parametrize("shape, box, want", [((1080, 1920), (640, 384), (640, 360)),
+                                              ((1920, 1080), (384, 640), (360, 640)),
+                                              ((2171, 3000), (640, 640), (640, 463))])
+def test_the_letterbox_is_insightfaces(shape, box, want):
+    """1080p and its portrait form in their 640x384 and 384x640 boxes; the Solvay photo in 640x640."""
+    assert letterbox_size(shape, box) == want
 
 
 def test_each_thread_fills_its_own_detector_blob():

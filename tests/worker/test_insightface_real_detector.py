@@ -210,22 +210,26 @@ def test_the_fetch_helper_deletes_a_file_that_does_not_hash_and_fails(tmp_path):
     assert not bad.exists()
 
 
-@pytest.mark.parametrize("image", ["solvay", "t1", "astronaut"])
+@pytest.mark.parametrize("image", ["solvay", "t1", "astronaut", "t1 in a 1080p frame"])
 def test_its_faster_detector_code_finds_exactly_what_insightfaces_own_finds(engine, solvay, image):
-    """The engine runs SCRFD with its own input blob and decoding (worker.engines.scrfd_speed):
-    on real photos, every box, score and keypoint is the very one insightface's own code gives."""
+    """The engine runs SCRFD with its own input blob, decoding and (for a 1080p frame) scaling
+    (worker.engines.scrfd_speed): on real photos, every box, score and keypoint is the very one
+    insightface's own code gives."""
     from worker.engines.scrfd_speed import DetectorBlob
 
-    image = solvay if image == "solvay" else getattr(photos, image)()
+    if image == "t1 in a 1080p frame":  # 3x the 640x360 letterbox: scaled by picking pixels
+        image = cv2.copyMakeBorder(cv2.resize(photos.t1(), (1280, 1080)), 0, 0, 320, 320, cv2.BORDER_REPLICATE)
+    else:
+        image = solvay if image == "solvay" else getattr(photos, image)()
     det = engine._det
-    assert isinstance(det._prepare_input_blob, DetectorBlob) and "forward" in vars(det)
+    assert isinstance(det._prepare_input_blob, DetectorBlob) and {"forward", "_detect_candidates"} <= set(vars(det))
     ours = engine.detect(image)
-    fast = det._prepare_input_blob, det.forward
-    del det._prepare_input_blob, det.forward  # back to insightface's own methods
+    fast = det._prepare_input_blob, det.forward, det._detect_candidates
+    del det._prepare_input_blob, det.forward, det._detect_candidates  # back to insightface's own methods
     try:
         theirs = engine.detect(image)
     finally:
-        det._prepare_input_blob, det.forward = fast
+        det._prepare_input_blob, det.forward, det._detect_candidates = fast
     assert len(ours) == len(theirs) >= 1
     for a, b in zip(ours, theirs):
         assert a.bbox == b.bbox and a.score == b.score
