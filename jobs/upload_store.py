@@ -7,6 +7,7 @@ cannot fill the disk before expiry removes it.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -33,11 +34,13 @@ COPY_BYTES = 64 * 1024
 
 
 class UploadRefused(PortalError):
-    """A request about an upload that cannot be honoured; `status` is the HTTP status to answer."""
+    """A request about an upload that cannot be honoured; `status` is the HTTP status to answer, and
+    `offset`, when known, how much the server has (tus answers a 409 with it, to resume from)."""
 
-    def __init__(self, message: str, status: int):
+    def __init__(self, message: str, status: int, offset: int | None = None):
         super().__init__(message)
         self.status = status
+        self.offset = offset
 
 
 def create(user, kind: str, name: str, size: int) -> Upload:
@@ -72,37 +75,71 @@ def create(user, kind: str, name: str, size: int) -> Upload:
 
 def append(upload: Upload, offset: int, stream, length: int | None) -> Upload:
     """Write the bytes of `stream` at `offset` (which must be where the upload stopped), then check
-    the file if it is complete. Returns the upload as it now is."""
+    the file if it is complete. Returns the upload as it now is.
+
+    One piece at a time per upload: the writer holds an exclusive lock on the file (flock, taken
+    without waiting) and reads the offset again under it, BEFORE writing a byte. A second piece
+    sent at the same time (a client that retried, two tabs) is refused with 409 and the server's
+    offset; its bytes never reach the file. Without the lock both would write, and the loser's
+    bytes, written before its offset update failed, would stay in the winner's place."""
     if upload.is_complete:
         if offset == upload.size:
             return upload  # a repeated last piece: nothing to add
-        raise UploadRefused(_("This file has already been sent in full."), 409)
+        raise UploadRefused(_("This file has already been sent in full."), 409, upload.size)
     if offset != upload.offset:
-        raise UploadRefused(_("The upload and the server disagree on how much was sent; it resumes from the server's count."), 409)
+        raise _out_of_step(upload.offset)
     room = upload.size - offset
     if length is not None and length > room:
         raise UploadRefused(_("More bytes were sent than the file has."), 400)
-    written = 0
     with open(upload.path, "r+b") as out:
-        out.seek(offset)
-        while written < room:
-            piece = stream.read(min(COPY_BYTES, room - written))
-            if not piece:
-                break
-            out.write(piece)
-            written += len(piece)
-        if stream.read(1):
-            raise UploadRefused(_("More bytes were sent than the file has."), 400)
-    # Only the request that saw the same offset moves it: two pieces racing cannot both count.
-    moved = Upload.objects.filter(pk=upload.pk, offset=offset).update(
-        offset=offset + written, received=F("received") + written, updated_at=timezone.now(),
-        expires_at=timezone.now() + UploadPolicy.current().expiry)
+        try:
+            fcntl.flock(out, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UploadRefused(_("Another piece of this file is being sent; it resumes from the server's count."),
+                                409, _offset_now(upload)) from None
+        # Under the lock the database's offset is the truth: a piece that won before us moved it.
+        now_at = _offset_now(upload)
+        if now_at is None:
+            raise UploadRefused(_("This upload is no longer kept; choose the file again."), 404)
+        if now_at != offset:
+            raise _out_of_step(now_at)
+        written = _copy(stream, out, offset, room)
+        # Still conditional: the lock is this machine's; the row guards against anything else.
+        moved = Upload.objects.filter(pk=upload.pk, offset=offset).update(
+            offset=offset + written, received=F("received") + written, updated_at=timezone.now(),
+            expires_at=timezone.now() + UploadPolicy.current().expiry)
     if not moved:
-        raise UploadRefused(_("The upload and the server disagree on how much was sent; it resumes from the server's count."), 409)
+        raise _out_of_step(_offset_now(upload))
     upload.refresh_from_db()
     if upload.is_complete and upload.status == UploadStatus.RECEIVING:
         check_arrived(upload)
     return upload
+
+
+def _out_of_step(server_offset: int | None) -> UploadRefused:
+    return UploadRefused(_("The upload and the server disagree on how much was sent; it resumes from the server's count."),
+                         409, server_offset)
+
+
+def _offset_now(upload: Upload) -> int | None:
+    """The upload's offset in the database now; None when it was removed meanwhile."""
+    return Upload.objects.filter(pk=upload.pk).values_list("offset", flat=True).first()
+
+
+def _copy(stream, out, offset: int, room: int) -> int:
+    """Copy `stream` into `out` at `offset`, COPY_BYTES at a time, at most `room` bytes; returns how
+    many. More than `room` is refused (400) and not counted."""
+    written = 0
+    out.seek(offset)
+    while written < room:
+        piece = stream.read(min(COPY_BYTES, room - written))
+        if not piece:
+            break
+        out.write(piece)
+        written += len(piece)
+    if stream.read(1):
+        raise UploadRefused(_("More bytes were sent than the file has."), 400)
+    return written
 
 
 def keep(user, f, kind: str, name: str | None = None) -> Upload | None:

@@ -131,7 +131,10 @@ def upload(request: HttpRequest, upload_id: UUID) -> HttpResponse:
     try:
         item = upload_store.append(item, offset, request, length)
     except UploadRefused as exc:
-        return _refusal(exc.message, exc.status)
+        response = _refusal(exc.message, exc.status)
+        if exc.offset is not None:  # a 409: where the client resumes
+            response["Upload-Offset"] = str(exc.offset)
+        return response
     response = HttpResponse(status=204)
     response["Upload-Offset"] = str(item.offset)
     response["Upload-Expires"] = http_date(item.expires_at.timestamp())
