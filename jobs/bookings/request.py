@@ -93,10 +93,14 @@ def _start(raw, policy: BookingPolicy, problems: dict, now: datetime) -> tuple[s
         return StartChoice.AT, None
     if timezone.is_naive(moment):
         moment = moment.replace(tzinfo=dt_timezone.utc)  # documented: a time without offset is UTC
-    if round_up(moment, policy.unit_minutes) < round_up(now, policy.unit_minutes):
-        problems["start"] = _("The start %(start)s has passed; choose a later time or \"asap\".") % {"start": text}
-    elif moment > now + timedelta(days=policy.max_days_ahead):
+    # Compared before any arithmetic on `moment`: rounding a start near year 9999 (or year 1) to the
+    # unit leaves the calendar and raises. A start more than a unit before now has passed whatever
+    # the rounding; only one close to now is rounded, as its placement will be.
+    unit = timedelta(minutes=policy.unit_minutes)
+    if moment > now + timedelta(days=policy.max_days_ahead):
         problems["start"] = _("Bookings can be made at most %(days)d days ahead.") % {"days": policy.max_days_ahead}
+    elif moment < now - unit or round_up(moment, policy.unit_minutes) < round_up(now, policy.unit_minutes):
+        problems["start"] = _("The start %(start)s has passed; choose a later time or \"asap\".") % {"start": text}
     return StartChoice.AT, moment
 
 

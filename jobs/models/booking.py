@@ -90,6 +90,11 @@ class Approval(models.TextChoices):
     MANUAL = "manual", _("manual: an admin approves each booking")
 
 
+#: the farthest the admin's booking rules reach: a year ahead, bookings of up to a year
+POLICY_MAX_DAYS_AHEAD = 366
+POLICY_MAX_HOURS = 366 * 24
+
+
 class BookingPolicy(models.Model):
     """The admin's booking rules. One row (`BookingPolicy.current()`)."""
 
@@ -119,8 +124,18 @@ class BookingPolicy(models.Model):
         return cls.objects.order_by("pk").first() or cls.objects.create()
 
     def clean(self) -> None:
-        if self.min_minutes > self.max_hours * 60:
-            raise ValidationError({"min_minutes": _("The shortest booking is longer than the longest one.")})
+        # Bounded here, not by field validators (no migration): a horizon or a length of millions
+        # of days takes every booking's dates past year 9999, and each placement walks the horizon
+        # unit by unit.
+        problems = {}
+        if self.max_days_ahead and self.max_days_ahead > POLICY_MAX_DAYS_AHEAD:
+            problems["max_days_ahead"] = _("At most %(days)d days ahead.") % {"days": POLICY_MAX_DAYS_AHEAD}
+        if self.max_hours and self.max_hours > POLICY_MAX_HOURS:
+            problems["max_hours"] = _("At most %(hours)d hours.") % {"hours": POLICY_MAX_HOURS}
+        elif self.min_minutes > self.max_hours * 60:
+            problems["min_minutes"] = _("The shortest booking is longer than the longest one.")
+        if problems:
+            raise ValidationError(problems)
 
 
 class BookingState(models.TextChoices):

@@ -227,6 +227,26 @@ def test_the_booking_rules_problems_are_shown_next_to_their_fields(client, owner
     assert "Nothing was booked" in r.content.decode()
 
 
+@pytest.mark.parametrize("start_at", ["9999-12-31T23:59", "0001-01-01T00:00"])
+def test_a_start_at_the_ends_of_the_calendar_or_huge_numbers_are_form_problems(client, owner, h200, no_history,
+                                                                               settings, start_at):
+    """Not a server error (a start near year 9999 was rounded past it), in a zone east of UTC too."""
+    settings.TIME_ZONE = "Asia/Shanghai"
+    client.force_login(owner)
+    assert client.get(reverse("booking-new") + f"?start={start_at}").status_code == 200
+    r = client.post(reverse("booking-new"), {"task_name": "Far", "gpu_count": "1", "duration_hours": "1",
+                                             "min_memory_gb": "0", "priority": "0", "start": "at",
+                                             "start_at": start_at})
+    assert r.status_code == 200 and not Booking.objects.exists()
+    assert re.search(r"at most 30 days ahead|has passed", field_errors(r.content.decode(), "start_at"))
+    huge = "9" * 30
+    r = client.post(reverse("booking-new"), {"task_name": "Huge", "gpu_count": huge, "duration_hours": "9999.99",
+                                             "min_memory_gb": huge, "priority": huge, "start": "asap"})
+    body = r.content.decode()
+    assert r.status_code == 200 and not Booking.objects.exists()
+    assert "1 to 64" in field_errors(body, "gpu_count") and "between" in field_errors(body, "duration_hours")
+
+
 def test_booking_from_the_page_places_it_and_shows_it(client, owner, h200, no_history):
     client.force_login(owner)
     start = (timezone.localtime() + timedelta(days=1)).replace(hour=3, minute=0, second=0, microsecond=0)

@@ -63,3 +63,21 @@ def test_approve_and_refuse_with_a_reason(staff, owner, h200, policy, events, mo
         "booking.confirm", "booking.refuse"}
     assert session_client(staff).get(f"/admin/jobs/booking/{first.pk}/change/").status_code == 200
     assert Booking.objects.count() == 2
+
+
+def test_the_booking_rules_refuse_a_horizon_or_length_past_a_year(staff, owner, h200, policy):
+    """Millions of days ahead took every booking's dates past year 9999: each request then failed
+    with a server error. The admin hears the bound, in both languages; the rules stay as they were."""
+    admin = session_client(staff)
+    url = f"/admin/jobs/bookingpolicy/{policy.pk}/change/"
+    form = {"unit_minutes": 30, "min_minutes": 30, "max_hours": 24, "max_days_ahead": 3_000_000, "free_percent": 0,
+            "approval": "automatic"}
+    r = admin.post(url, form)
+    assert r.status_code == 200 and "At most 366 days ahead." in r.content.decode()
+    r = admin.post(url, {**form, "max_days_ahead": 30, "max_hours": 10_000_000}, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert r.status_code == 200 and "最多 8784 小时。" in r.content.decode()
+    policy.refresh_from_db()
+    assert (policy.max_days_ahead, policy.max_hours) == (30, 24)
+    assert admin.post(url, {**form, "max_days_ahead": 366, "max_hours": 8784}).status_code == 302
+    booking = bookings.book(owner, parse_request(seed_json(start="2027-11-30T09:00:00Z"), now=NOW), now=NOW)
+    assert booking.state == BookingState.CONFIRMED

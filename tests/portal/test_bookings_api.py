@@ -80,3 +80,21 @@ def test_the_callback_is_called_when_the_booking_is_confirmed(owner, h200, polic
     assert r.status_code == 201
     (delivery,) = WebhookDelivery.objects.all()
     assert (delivery.event, delivery.url) == ("booking.confirmed", "https://93.184.216.34/hook")
+
+
+@pytest.mark.parametrize("start, far", [("9999-12-31T23:59:59Z", True), ("9999-12-31T23:59:59-05:00", True),
+                                        ("0001-01-01T00:00:00+05:00", False), ("0001-01-01T00:00:00Z", False)])
+def test_a_start_at_the_ends_of_the_calendar_is_a_plain_400_in_both_languages(owner, h200, policy, start, far):
+    """Not a 500 page: the start is refused like any other, before its time is rounded to the unit
+    (which went past year 9999, or before year 1, and raised)."""
+    client, key = token_client(owner)
+    r = post(client, seed_json(start=start))
+    assert r.status_code == 400 and r["Content-Type"] == "application/json"
+    assert r.json()["field"] == "start"
+    assert r.json()["error"] == ("Bookings can be made at most 30 days ahead." if far
+                                 else f'The start {start} has passed; choose a later time or "asap".')
+    zh = post(Client(HTTP_AUTHORIZATION=f"Token {key}", HTTP_ACCEPT_LANGUAGE="zh-hans"), seed_json(start=start))
+    assert zh.status_code == 400 and zh.json()["field"] == "start"
+    assert zh.json()["error"] == ("最多只能提前 30 天预约。" if far
+                                  else f'开始时间 {start} 已经过去；请选择更晚的时间，或使用 "asap"。')
+    assert not Booking.objects.exists()
