@@ -1,5 +1,8 @@
 """`/healthz`, `/readyz`, `/metrics`: thin views over jobs.ops.health and the collectors.
 
+/readyz's details (clusters, the watcher's age) are for those who may read /metrics; anyone else
+gets ready or not (the status code, one word).
+
 Who may read /metrics (`metrics_refusal`): a request with `Authorization: Bearer <METRICS_TOKEN>`,
 or one whose peer address is in METRICS_ALLOWED_NETWORKS and that did not come through a proxy.
 A proxied request (nginx adds X-Forwarded-For / X-Real-IP) has nginx's own address as its peer,
@@ -35,9 +38,17 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 @never_cache
 @require_GET
-def readyz(request: HttpRequest) -> JsonResponse:
+def readyz(request: HttpRequest) -> HttpResponse:
+    """200 when ready, 503 when not. Anyone gets only that, and one word ("ready" / "unready"):
+    the details name the cluster profiles and how long ago the watcher last ran, which is for
+    whoever may read /metrics (the same token or networks, `metrics_refusal`), as JSON."""
     state = readiness()
-    response = JsonResponse(state.as_json(), status=200 if state.ready else 503)
+    status = 200 if state.ready else 503
+    if metrics_refusal(request) is None:
+        response = JsonResponse(state.as_json(), status=status)
+    else:
+        response = HttpResponse("ready\n" if state.ready else "unready\n", status=status,
+                                content_type="text/plain; charset=utf-8")
     # A 503 here is an answer, not a server error: Django would log one ERROR (and mail admins)
     # per probe, every few seconds. What failed is logged once per check, as a warning (jobs.ops.health).
     response._has_been_logged = True

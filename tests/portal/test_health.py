@@ -1,5 +1,6 @@
 """/healthz and /readyz (jobs/ops): what nginx and a monitor see, and that no answer gives away a
-secret (cluster host, SSH key, Redis or database password).
+secret (cluster host, SSH key, Redis or database password). /readyz's details are the monitor's
+(the metrics token); anyone else learns only ready or not.
 
 The watcher's heartbeat goes to the real Redis (REDIS_URL, db 15) under a key of each test's own.
 Cluster reachability comes from what the real `watch_cluster` command records on the profile;
@@ -26,6 +27,16 @@ from .api_helpers import make_job
 
 #: what must never appear in an answer: the profile's host, port, user and key, Redis' password
 SECRET_BITS = ("127.0.0.1", "2222", "ffportal", "not-a-real-key", "connection refused", "sekret")
+TOKEN = "monitor-token-" + "x" * 24
+
+
+@pytest.fixture
+def monitor(settings):
+    """A client with the metrics token: what reads /readyz's details (no network is trusted here)."""
+    from django.test import Client
+
+    settings.METRICS_TOKEN, settings.METRICS_ALLOWED_NETWORKS = TOKEN, []
+    return Client(HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
 
 
 @pytest.fixture(autouse=True)
@@ -58,9 +69,9 @@ def test_it_answers_healthz_without_touching_the_database(client):
     assert response.content == b"ok\n"
 
 
-def test_it_is_ready_after_a_watcher_cycle(client, profile, watcher_runs):
+def test_it_is_ready_after_a_watcher_cycle(monitor, profile, watcher_runs):
     watcher_runs()  # no active job: the cycle makes no SSH exec, but it ran
-    response = client.get("/readyz")
+    response = monitor.get("/readyz")
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["ready"] is True
@@ -70,8 +81,8 @@ def test_it_is_ready_after_a_watcher_cycle(client, profile, watcher_runs):
     assert 0 <= body["watcher"]["last_cycle_age_seconds"] < 120
 
 
-def test_it_is_not_ready_when_the_watcher_never_ran(client, profile):
-    response = client.get("/readyz")
+def test_it_is_not_ready_when_the_watcher_never_ran(monitor, profile):
+    response = monitor.get("/readyz")
     assert response.status_code == 503
     body = response.json()
     assert body["ready"] is False
@@ -79,28 +90,28 @@ def test_it_is_not_ready_when_the_watcher_never_ran(client, profile):
     assert body["watcher"]["last_cycle_age_seconds"] is None
 
 
-def test_it_is_not_ready_when_the_watcher_stalled(client, profile, own_heartbeat_key, settings):
+def test_it_is_not_ready_when_the_watcher_stalled(monitor, profile, own_heartbeat_key, settings):
     settings.READY_WATCHER_MAX_AGE = 60
     heartbeat.record_cycle(["local"], now=time.time() - 600)
-    response = client.get("/readyz")
+    response = monitor.get("/readyz")
     assert response.status_code == 503
     watcher = response.json()["watcher"]
     assert watcher["status"].startswith("stalled: its last cycle was ")
     assert watcher["last_cycle_age_seconds"] >= 600
 
 
-def test_a_watcher_for_one_profile_leaves_the_other_profile_unwatched(client, profile, watcher_runs):
+def test_a_watcher_for_one_profile_leaves_the_other_profile_unwatched(monitor, profile, watcher_runs):
     ClusterProfile.objects.create(name="Second", slug="second", host="10.0.0.9", username="x",
                                   private_key="k", known_hosts="h", work_root="/w")
     watcher_runs()  # follows both active profiles: both recorded
-    assert client.get("/readyz").status_code == 200
+    assert monitor.get("/readyz").status_code == 200
     heartbeat._redis().hdel(heartbeat.KEY, "second")  # as if only `--profile local` ran
-    body = client.get("/readyz").json()
+    body = monitor.get("/readyz").json()
     assert body["watcher"]["status"] == "not running: no cycle recorded for second"
 
 
 def test_it_says_in_words_since_when_a_cluster_is_unreachable_and_names_no_host(
-        client, owner, template, monkeypatch, watcher_runs):
+        monitor, owner, template, monkeypatch, watcher_runs):
     job = make_job(owner, template, status=JobStatus.RUNNING, targets=1, tasks=1)
     Job.objects.filter(pk=job.pk).update(slurm_job_id="77")  # followed by the watcher
 
@@ -111,7 +122,7 @@ def test_it_says_in_words_since_when_a_cluster_is_unreachable_and_names_no_host(
     watcher_runs()
     profile = ClusterProfile.objects.get(slug="local")
     assert profile.unreachable_since is not None  # what the watcher recorded, the page shows too
-    response = client.get("/readyz")
+    response = monitor.get("/readyz")
     assert response.status_code == 503
     body = response.json()
     assert body["clusters"]["local"] == "unreachable since " + profile.unreachable_since.astimezone(
@@ -120,17 +131,17 @@ def test_it_says_in_words_since_when_a_cluster_is_unreachable_and_names_no_host(
     assert_no_secret(response.content.decode())
 
 
-def test_an_inactive_profile_is_not_asked_about(client, profile, watcher_runs):
+def test_an_inactive_profile_is_not_asked_about(monitor, profile, watcher_runs):
     ClusterProfile.objects.filter(pk=profile.pk).update(is_active=False, unreachable_since=timezone.now())
-    response = client.get("/readyz")
+    response = monitor.get("/readyz")
     assert response.status_code == 200
     assert response.json()["clusters"] == {}
 
 
-def test_redis_down_is_reported_without_its_password(client, profile, monkeypatch):
+def test_redis_down_is_reported_without_its_password(monitor, profile, monkeypatch):
     down = redis.Redis.from_url("redis://:sekret-pass@127.0.0.1:1/0", socket_connect_timeout=2)
     monkeypatch.setattr(heartbeat, "_redis", lambda: down)
-    response = client.get("/readyz")
+    response = monitor.get("/readyz")
     assert response.status_code == 503
     body = response.json()
     assert body["redis"] == "cannot be reached"
@@ -139,7 +150,7 @@ def test_redis_down_is_reported_without_its_password(client, profile, monkeypatc
     assert_no_secret(response.content.decode())
 
 
-def test_database_down_is_reported_without_its_address(client, profile, monkeypatch):
+def test_database_down_is_reported_without_its_address(monitor, profile, monkeypatch):
     from django.db import OperationalError
 
     def refused(*args, **kwargs):
@@ -148,7 +159,7 @@ def test_database_down_is_reported_without_its_address(client, profile, monkeypa
 
     with monkeypatch.context() as patched:  # undone before the test database is torn down
         patched.setattr(connection, "cursor", refused)
-        response = client.get("/readyz")
+        response = monitor.get("/readyz")
     assert response.status_code == 503
     body = response.json()
     assert body["database"] == "cannot be reached"
@@ -158,8 +169,29 @@ def test_database_down_is_reported_without_its_address(client, profile, monkeypa
     assert_no_secret(text)
 
 
-def test_readyz_in_chinese(client, profile):
-    response = client.get("/readyz", HTTP_ACCEPT_LANGUAGE="zh-CN")
+def test_readyz_in_chinese(monitor, profile):
+    response = monitor.get("/readyz", HTTP_ACCEPT_LANGUAGE="zh-CN")
     assert response.status_code == 503
     status = response.json()["watcher"]["status"]
     assert "local" in status and "not running" not in status
+
+
+def test_anyone_else_learns_only_ready_or_not(client, monitor, profile, watcher_runs):
+    """The cluster profiles' names and the watcher's age are the monitor's: without the token (or with
+    a wrong one, or from an address the metrics do not trust) one word and the status code."""
+    response = client.get("/readyz")
+    assert (response.status_code, response.content) == (503, b"unready\n")
+    assert response["Content-Type"].startswith("text/plain")
+    watcher_runs()
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong"}, {"HTTP_ACCEPT_LANGUAGE": "zh-hans"}):
+        response = client.get("/readyz", **headers)
+        assert (response.status_code, response.content) == (200, b"ready\n")
+    detailed = monitor.get("/readyz")
+    assert detailed.status_code == 200 and detailed.json()["clusters"] == {"local": "ok"}
+
+
+def test_the_networks_that_read_the_metrics_get_the_details(client, settings, profile):
+    settings.METRICS_TOKEN, settings.METRICS_ALLOWED_NETWORKS = "", ["127.0.0.0/8"]
+    assert client.get("/readyz").json()["watcher"]["status"] == "not running: no cycle recorded for local"
+    proxied = client.get("/readyz", HTTP_X_FORWARDED_FOR="203.0.113.9")  # nginx's address is no credential
+    assert proxied.content == b"unready\n"
