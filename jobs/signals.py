@@ -1,4 +1,5 @@
-"""Signal receivers of the jobs app: logins, logouts, failed logins and lockouts go to the audit log.
+"""Signal receivers of the jobs app: logins, logouts, failed logins and lockouts go to the audit log;
+a logout also closes the live sockets opened with that login (jobs.live.protocol).
 
 Connected in `JobsConfig.ready()` (not at import), with dispatch_uids so a second `ready()`
 (tests, autoreload) never records an action twice.
@@ -9,6 +10,7 @@ from axes.signals import user_locked_out
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 
 from jobs import audit, ratelimit
+from jobs.live.protocol import end_session_sockets
 from jobs.web.language import on_login as apply_chosen_language
 
 
@@ -19,6 +21,9 @@ def on_login(sender, request, user, **kwargs) -> None:
 def on_logout(sender, request, user, **kwargs) -> None:
     if user is not None:  # logging out without a session sends user=None
         audit.record(user, "auth.logout", target=user, request=request)
+    session = getattr(request, "session", None)
+    if session is not None:  # before Django flushes it: its key names the sockets' group
+        end_session_sockets(session.session_key)
 
 
 def on_login_failed(sender, credentials, request=None, **kwargs) -> None:

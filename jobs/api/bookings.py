@@ -1,8 +1,8 @@
 """`/api/v1/bookings`: book GPU time, list, read and cancel bookings (docs/api.md, "Bookings").
 
 Thin views over jobs.bookings; the same auth, CSRF and error shape as the jobs API (api_view,
-error). Every booking is looked up through `Booking.objects.visible_to(user)`: another user's id
-answers 404, exactly like one that does not exist.
+error). Every booking is looked up through `Booking.objects.visible_to(user)`, the caller's own
+(jobs.access): another user's id answers 404, exactly like one that does not exist.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def _no_booking() -> JsonResponse:
 
 @api_view("GET", "POST")
 def bookings_view(request):
-    """GET: the caller's bookings (staff: everyone's), newest first. POST: book GPU time."""
+    """GET: the caller's bookings, newest first. POST: book GPU time."""
     if request.method == "POST":
         return _create(request)
     return _list(request)

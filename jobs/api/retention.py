@@ -1,6 +1,6 @@
 """`DELETE /api/v1/jobs/<id>`: delete a job's files (jobs.retention), on the job's own address.
 
-Owner only (someone else's job, staff's included, answers 404 like a missing one). A job still
+Owner only, like every job lookup (jobs.access): someone else's job answers 404 like a missing one. A job still
 queued or on the cluster answers 409: cancel it first (`POST .../cancel`), then delete once it
 ended; deleting never cancels by itself, so a DELETE sent by mistake cannot stop running work.
 Answers 200 with the job (now a tombstone: `files_deleted_at` set, no outputs); a second DELETE
@@ -22,7 +22,7 @@ from jobs.retention import delete_job_files, files_gone
 def job_or_delete(request, job_id):
     if request.method != "DELETE":
         return api.job(request, job_id)
-    found = Job.objects.filter(owner=request.user, pk=job_id).first()
+    found = Job.objects.visible_to(request.user).filter(pk=job_id).first()
     if found is None:
         return error(_("No such job."), 404)
     gone = files_gone(found, api=True)

@@ -1,8 +1,9 @@
 """The JSON API `/api/v1/` (DESIGN.md, "Interfaces other programs depend on": keep it stable).
 
 Thin views: the rules live in `start.start_job`, `lifecycle.request_cancel` and `browse.browse`, shared
-with the pages. Every job is looked up through `Job.objects.visible_to(user)`; a job the caller
-may not see is 404, exactly like one that does not exist, so ids leak nothing.
+with the pages. Every job is looked up through `Job.objects.visible_to(user)`, the caller's own
+(jobs.access; staff flags grant nothing here): any other job is 404, exactly like one that does
+not exist, so ids leak nothing, for reading and for every action.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ _callback_url = URLValidator(schemes=["http", "https"])
 
 
 def _job_for(request, job_id, details: bool = False) -> Job | None:
-    """The job if the caller may see it (staff: any), else None: the API's only way to a job."""
+    """The caller's own job, else None: the API's only way to a job, for reading and acting."""
     visible = Job.objects.visible_to(request.user)
     if details:
         visible = serializers.with_details(visible)
@@ -49,7 +50,7 @@ def _no_job() -> JsonResponse:
 
 @api_view("GET", "POST")
 def jobs(request):
-    """GET: the caller's jobs (staff: everyone's), newest first. POST: start a job."""
+    """GET: the caller's jobs, newest first. POST: start a job."""
     if request.method == "POST":
         return _create_job(request)
     return _list_jobs(request)

@@ -4,6 +4,11 @@ The messages and groups are defined once, in `jobs.live.protocol` (read its docs
 these consumers only check who may listen, join a group, send a snapshot from the database and
 forward what the watcher publishes. ORM calls stay in `database_sync_to_async` helpers.
 
+A socket only ever sees its own user's jobs (`Job.objects.visible_to`, jobs.access), and only
+while its user is logged in: every socket also joins its login session's group, which the logout
+closes (`protocol.end_session_sockets`), and a `resync` checks the session again first (it may
+have expired, or its password changed), so a socket left open by a logged-out tab falls silent.
+
 Refusals are sent AFTER accepting, with an application close code, because a close before
 accept reaches the browser as a bare HTTP 403 / close code 1006 that looks like a network fault
 (and the page would keep reconnecting). A bad Origin is refused earlier, by the origin validator
@@ -14,10 +19,14 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs
 
+from importlib import import_module
+
+from channels.auth import get_user
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
-from jobs.live.protocol import job_group, job_snapshot, jobs_snapshot, user_group
+from jobs.live.protocol import job_group, job_snapshot, jobs_snapshot, session_group, user_group
 from jobs.live.view import View
 from jobs.models import Job
 from jobs.ops import metrics as ops_metrics
@@ -29,24 +38,39 @@ CLOSE_NOT_FOUND = 4404
 
 
 class _LiveConsumer(AsyncJsonWebsocketConsumer):
-    """Shared behaviour: refuse with a code, leave the group on disconnect, `resync` on request."""
+    """Shared behaviour: refuse with a code, join the feed and the login session's group, leave
+    them on disconnect, `resync` on request while the user is still logged in."""
 
-    group: str | None = None
+    #: the groups this socket joined ("groups" is Channels' own attribute: joined before connect)
+    joined: tuple[str, ...] = ()
 
     async def refuse(self, code: int) -> None:
         await self.accept()
         await self.close(code=code)
 
-    async def join(self, group: str) -> None:
-        self.group = group
-        await self.channel_layer.group_add(group, self.channel_name)
+    async def join(self, feed: str) -> None:
+        """Join `feed` and this login's session group (a logout closes the socket through it)."""
+        key = _session_key(self.scope)
+        self.joined = (feed, session_group(key)) if key else (feed,)
+        for group in self.joined:
+            await self.channel_layer.group_add(group, self.channel_name)
         ops_metrics.websocket_opened()  # a connection that joined: decremented when it leaves (below)
 
     async def disconnect(self, code) -> None:
-        if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            self.group = None
+        if self.joined:
+            for group in self.joined:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            self.joined = ()
             ops_metrics.websocket_closed()
+
+    async def end(self, code: int) -> None:
+        """Leave every group and close with `code` (an application code the page acts on)."""
+        await self.disconnect(code)
+        await self.close(code=code)
+
+    async def session_ended(self, event: dict) -> None:
+        """`protocol.SESSION_ENDED`, from the logout of this socket's login: the page goes to the login page."""
+        await self.end(CLOSE_UNAUTHENTICATED)
 
     async def dispatch(self, message) -> None:
         # Channels' dispatch hops to the database thread (close_old_connections) before EVERY
@@ -75,6 +99,8 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             return
         if isinstance(content, dict) and content.get("type") == "resync":
+            if not await _still_logged_in(self.scope):  # logged out, expired, or its password changed
+                return await self.end(CLOSE_UNAUTHENTICATED)
             await self.send_snapshot()
 
     async def send_snapshot(self) -> None:
@@ -104,9 +130,7 @@ class JobConsumer(_LiveConsumer):
     async def send_snapshot(self) -> None:
         snapshot = await _visible_job_snapshot(self.scope["user"], self.job_id, self.view)
         if snapshot is None:  # deleted, or no longer visible, since the connection opened
-            await self.disconnect(CLOSE_NOT_FOUND)
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
+            return await self.end(CLOSE_NOT_FOUND)
         await self.send_json(snapshot)
 
     async def live_event(self, event: dict) -> None:
@@ -114,11 +138,10 @@ class JobConsumer(_LiveConsumer):
 
 
 class JobListConsumer(_LiveConsumer):
-    """`/ws/jobs/`: the user's job list. A `snapshot` of visible jobs, then `job` events.
+    """`/ws/jobs/`: the user's job list. A `snapshot` of the user's jobs, then `job` events.
 
-    The feed is the group `user.<id>`, which carries the user's OWN jobs only. Staff get the same:
-    their snapshot lists every visible job (as the list page does), but live updates arrive only
-    for their own jobs; other rows refresh on `resync` or reload.
+    The feed is the group `user.<id>`, which carries the user's OWN jobs only, as the snapshot
+    does, whatever the user's staff flags (jobs.access).
     """
 
     async def connect(self) -> None:
@@ -147,3 +170,20 @@ def _visible_job_snapshot(user, job_id, view: View) -> dict | None:
 @database_sync_to_async
 def _jobs_snapshot(user) -> dict:
     return jobs_snapshot(user)
+
+
+def _session_key(scope) -> str | None:
+    session = scope.get("session")
+    return getattr(session, "session_key", None) if session is not None else None
+
+
+async def _still_logged_in(scope) -> bool:
+    """Whether the login this socket opened with is still valid, read afresh from the session store
+    (the scope's session and user were read once, at connect): the same user, its session not
+    flushed by a logout, not expired, its password unchanged since (Django's session hash)."""
+    key = _session_key(scope)
+    if not key:
+        return False
+    store = import_module(settings.SESSION_ENGINE).SessionStore(key)
+    user = await get_user({"session": store})
+    return user.is_authenticated and user.pk == scope["user"].pk

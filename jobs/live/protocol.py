@@ -23,11 +23,14 @@ which and how many match, `job.progress` and `task_summary` give the counts. So 
 job's snapshot is as small as a 10-target job's. Events stay incremental: a `task` or `output`
 event for a row not in view only moves the counts (or asks for a resync, when it belongs there).
 
-Groups: `job.<uuid>` (everyone watching that job) and `user.<owner id>` (that owner's job list;
-`job` events only). Staff watching others' jobs join `job.<uuid>` like the owner.
+Groups: `job.<uuid>` (the owner's sockets watching that job: nobody else may open one, jobs.access),
+`user.<owner id>` (that owner's job list; `job` events only) and `session.<hash of the session key>`
+(every socket of one login: its logout sends `{"type": "session.ended"}` there, which closes them
+with the "logged out" code; never forwarded to the browser).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 
@@ -49,6 +52,28 @@ def job_group(job_id) -> str:
 
 def user_group(user_id) -> str:
     return f"user.{user_id}"
+
+
+#: the channel-layer message that closes a login's sockets (the consumers' `session_ended`)
+SESSION_ENDED = "session.ended"
+
+
+def session_group(session_key: str) -> str:
+    """The group of one login's sockets; named by a hash, so the session key never sits in Redis."""
+    return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+def end_session_sockets(session_key: str | None) -> None:
+    """Close every socket opened with this login session (called on logout: jobs.signals). Best
+    effort like `Publisher.flush`: a socket the message misses still closes at its next `resync`,
+    which checks the session again."""
+    layer = get_channel_layer()
+    if not session_key or layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(session_group(session_key), {"type": SESSION_ENDED})
+    except Exception as exc:  # noqa: BLE001 - a logout must never fail for a Redis hiccup
+        log.warning("sockets of a logged-out session not told (%s); they close at their next resync", exc)
 
 
 def cluster_state(profile: ClusterProfile) -> dict:

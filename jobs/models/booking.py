@@ -23,6 +23,8 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from jobs.access import owned_by
+
 
 def capability_tuple(text: str) -> tuple[int, ...]:
     """"8.0" -> (8, 0); "9" -> (9,). ValueError for anything else (compare capabilities as numbers)."""
@@ -163,10 +165,8 @@ class StartChoice(models.TextChoices):
 
 class BookingQuerySet(models.QuerySet):
     def visible_to(self, user):
-        """Every lookup of a booking goes through here, as for jobs: owners see theirs, staff see all."""
-        if user.is_staff:
-            return self
-        return self.filter(user=user)
+        """Every lookup of a booking outside the admin goes through here: the user's own (jobs.access)."""
+        return self.filter(owned_by(user, "user"))
 
     def holding(self):
         return self.filter(state__in=HOLDING_STATES)

@@ -12,6 +12,7 @@ from worker.choices import SUCCESS_STATUSES, TARGET_STATUSES
 from worker.layout import JobFolder
 from worker.manifest import VIDEO_EXTENSIONS
 
+from jobs.access import owned_by
 from jobs.models.snapshot import TemplateSnapshot
 
 
@@ -47,10 +48,8 @@ OK_TARGET_STATUSES = tuple(TargetStatus(s) for s in sorted(SUCCESS_STATUSES))
 
 class JobQuerySet(models.QuerySet):
     def visible_to(self, user):
-        """Every lookup of a job goes through here: owners see theirs, staff see all."""
-        if user.is_staff:
-            return self
-        return self.filter(owner=user)
+        """Every lookup of a job outside the admin goes through here: the user's own (jobs.access)."""
+        return self.filter(owned_by(user, "owner"))
 
 
 def reference_upload_to(instance: "Job", filename: str) -> str:
@@ -116,6 +115,8 @@ class Job(models.Model):
         # SQLite sorts every job before it can skip to a late page.
         indexes = [models.Index(fields=["owner", "-created_at", "-id"], name="job_owner_newest"),
                    models.Index(fields=["-created_at", "-id"], name="job_newest")]
+        # Opening another person's face photos and results in the admin (jobs.access, jobs/admin/faces.py).
+        permissions = [("view_faces", _("Can see other people's face photos and results"))]
 
     def __str__(self) -> str:
         return self.name or str(self.id)

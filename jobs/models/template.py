@@ -20,11 +20,17 @@ ENGINE_CHOICES = [(name, ENGINE_LABELS[name]) for name in ENGINE_NAMES]
 FACE_SELECTOR_CHOICES = [(name, FACE_SELECTOR_LABELS[name]) for name in FACE_SELECTORS]
 
 
+#: the permission to start jobs with any active template, whatever its groups (Template.Meta.permissions)
+USE_ANY_TEMPLATE = "jobs.use_any_template"
+
+
 class TemplateQuerySet(models.QuerySet):
     def usable_by(self, user):
-        """Active templates the user may pick: open to all, or to one of the user's groups."""
+        """Active templates the user may pick: open to all, or to one of the user's groups; every
+        active one with the explicit permission USE_ANY_TEMPLATE (superusers hold it; the staff
+        flag alone does not: an admin trying a template out before opening it to a group)."""
         qs = self.filter(is_active=True, cluster__is_active=True)
-        if user.is_staff:
+        if user.has_perm(USE_ANY_TEMPLATE):
             return qs
         return qs.filter(models.Q(groups__isnull=True) | models.Q(groups__in=user.groups.all())).distinct()
 
@@ -78,6 +84,7 @@ class Template(models.Model):
         ordering = ["order", "name"]
         verbose_name = _("template")
         verbose_name_plural = _("templates")
+        permissions = [("use_any_template", _("Can use every template, whatever its groups"))]
 
     def __str__(self) -> str:
         return self.name

@@ -18,6 +18,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from jobs.access import owned_by
+
 
 class UploadKind(models.TextChoices):
     SOURCE = "source", _("face photo")
@@ -33,7 +35,8 @@ class UploadStatus(models.TextChoices):
 
 class UploadQuerySet(models.QuerySet):
     def of(self, user):
-        return self.filter(owner=user)
+        """Every lookup of an upload goes through here: the user's own (jobs.access)."""
+        return self.filter(owned_by(user, "owner"))
 
     def expired(self, now=None):
         return self.filter(expires_at__lte=now or timezone.now())

@@ -77,10 +77,11 @@ def test_it_lists_the_users_jobs_newest_first(api, owner, colleague, template):
     assert body["results"][0] == {k: v for k, v in api.get(f"/api/v1/jobs/{new.id}").json().items() if k in SUMMARY_KEYS}
 
 
-def test_it_lists_everyones_jobs_for_staff(staff, owner, stranger, template):
+def test_it_lists_only_the_callers_own_jobs_even_for_a_superuser(staff, owner, stranger, template):
     make_job(owner, template)
     make_job(stranger, template)
-    assert token_client(staff)[0].get("/api/v1/jobs").json()["count"] == 2
+    assert token_client(staff)[0].get("/api/v1/jobs").json()["count"] == 0
+    assert token_client(owner)[0].get("/api/v1/jobs").json()["count"] == 1
 
 
 def test_it_filters_by_status(api, owner, template):

@@ -150,15 +150,16 @@ def test_it_records_a_cancel_from_the_page(client, owner, template):
     assert len(entries("job.cancel")) == 1
 
 
-def test_it_records_a_cancel_through_the_api_by_staff(staff, owner, template, monkeypatch):
+def test_it_records_a_cancel_through_the_api(staff, owner, template, monkeypatch):
     monkeypatch.setattr("django_rq.get_queue", lambda name="default": type("Q", (), {"enqueue": lambda *a, **k: None})())
     job = make_job(owner, template, status=JobStatus.RUNNING)
     Job.objects.filter(pk=job.pk).update(slurm_job_id="4242")
-    api = token_client(staff)[0]
-    r = api.post(f"/api/v1/jobs/{job.id}/cancel")
+    assert token_client(staff)[0].post(f"/api/v1/jobs/{job.id}/cancel").status_code == 404  # not theirs
+    assert entries("job.cancel") == []
+    r = token_client(owner)[0].post(f"/api/v1/jobs/{job.id}/cancel")
     assert r.status_code == 200
     (entry,) = entries("job.cancel")
-    assert entry.actor == staff and entry.details == {"status_before": "running", "slurm_job_id": "4242",
+    assert entry.actor == owner and entry.details == {"status_before": "running", "slurm_job_id": "4242",
                                                       "request_id": r["X-Request-ID"]}
 
 

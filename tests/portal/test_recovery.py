@@ -273,7 +273,7 @@ def test_a_replacement_must_be_a_good_file_of_the_same_kind(owner, template, jpe
 
 def test_only_the_owner_replaces_a_file(owner, colleague, stranger, staff, template, jpeg_bytes):
     job = ended_job(owner, template)
-    for other, code in ((colleague, 404), (stranger, 404), (staff, 302)):
+    for other, code in ((colleague, 404), (stranger, 404), (staff, 404)):  # staff: a superuser
         assert replace(session_client(other), job, 1, "fixed.jpg", jpeg_bytes).status_code == code
     assert not job.targets.get(index=1).upload
     assert session_client(owner).get(reverse("job-target-replace", args=[job.id, 1])).status_code == 405
@@ -370,7 +370,7 @@ def test_run_again_is_offered_to_the_owner_on_every_job(owner, staff, template):
         job = make_job(owner, template, status=status)
         link = f'href="{reverse("job-new")}?again={job.id}"'
         assert link in page(session_client(owner), job)
-        assert link not in page(session_client(staff), job)  # staff may look, not run someone's job
+        assert link not in page(session_client(staff), job)  # a superuser gets the 404 of a job not theirs
 
 
 def test_cancel_asks_first_and_the_retry_button_names_what_it_does(owner, template):

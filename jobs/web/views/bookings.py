@@ -95,7 +95,7 @@ def get_booking_for_user(user, booking_id) -> Booking:
 @login_required
 @require_safe
 def booking_list(request: HttpRequest) -> HttpResponse:
-    bookings = Booking.objects.filter(user=request.user).select_related("gpu_type", "cluster").order_by("-created_at")
+    bookings = Booking.objects.visible_to(request.user).select_related("gpu_type", "cluster").order_by("-created_at")
     return render(request, "jobs/booking_list.html", {"bookings": bookings[:200],
                                                       "time_zone": timezone.get_current_timezone_name()})
 

@@ -29,8 +29,8 @@ DELIVERIES_PER_PAGE = 50
 @login_required
 @require_http_methods(["GET", "HEAD"])
 def webhook_list(request: HttpRequest) -> HttpResponse:
-    """The user's own deliveries, newest first (staff see everyone's in the admin)."""
-    deliveries = WebhookDelivery.objects.filter(user=request.user).select_related("job", "booking")
+    """The user's own deliveries, newest first (oversight of everyone's is the admin's, jobs.access)."""
+    deliveries = WebhookDelivery.objects.visible_to(request.user).select_related("job", "booking")
     context = {
         "page": Paginator(deliveries, DELIVERIES_PER_PAGE).get_page(request.GET.get("page")),
         "has_secret": WebhookSecret.objects.filter(user=request.user).exists(),

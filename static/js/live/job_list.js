@@ -1,5 +1,5 @@
 // The job list (#jobs-live): each row's status and progress kept current from /ws/jobs/ (the
-// user's jobs, or everyone's for staff), and the user's new jobs added at the top of the first page.
+// user's own jobs: jobs/access.py), and the user's new jobs added at the top of the first page.
 
 import { el, setBadge } from "./dom.js";
 import { num, pct, shortDate, truncate } from "./format.js";
@@ -15,7 +15,6 @@ export class JobList {
     this.data = data;
     this.page = Math.max(1, parseInt(root.getAttribute("data-page"), 10) || 1);
     this.perPage = Math.max(1, parseInt(root.getAttribute("data-per-page"), 10) || 50);
-    this.showOwner = root.getAttribute("data-show-owner") === "true";
     this.fetching = false;
     this.fetchAgain = false;
   }
@@ -114,7 +113,6 @@ export class JobList {
       // a new job has no result yet: the neutral square the server draws for such rows
       el("td", { className: "thumb-cell" }, [el("span", { className: "job-thumb job-thumb-none", "aria-hidden": "true" })]),
       el("td", {}, [el("a", { href: job.url }, name)]),
-      this.showOwner ? el("td", { text: job.owner || "" }) : null,
       el("td", { text: job.template_name || "" }),
       el("td", { className: "job-status" }, [el("span", { "data-live": "status" })]),
       progress,

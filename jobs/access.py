@@ -1,0 +1,42 @@
+"""Who may see and act on a piece of work: the one rule, in one place.
+
+The pages, the JSON API and the live sockets show a person their OWN work only: jobs (and their
+targets, sources, inputs, outputs, thumbnails and zips), bookings, webhook deliveries and uploads.
+Django's `is_staff` and `is_superuser` flags grant nothing there: someone else's row answers the
+same 404 as a row that does not exist, for reading and for every action (cancel, retry, run again,
+replace file, delete, send again, cancel a booking ...). Each model's `visible_to(user)` (`of` for
+uploads) filters with `owned_by` below, and every view looks rows up through it.
+
+Oversight of other people's work happens in the Django admin only, through explicit Django
+permissions, never the staff flag: the admin's usual `view_*` permissions show a job's metadata;
+its face photos and results (source photos, the reference face, inputs, outputs, the results zip)
+need `jobs.view_faces` on top (`may_see_faces`), and every such file opened there is audited
+(`jobs/admin/faces.py`).
+
+Teams (work shared within a group) will widen `owned_by`, and only it.
+"""
+from __future__ import annotations
+
+from django.db.models import Q
+
+__all__ = ["VIEW_FACES", "owned_by", "may_see_faces"]
+
+#: the permission to open other people's face photos and results in the admin (Job.Meta.permissions)
+VIEW_FACES = "jobs.view_faces"
+
+
+def owned_by(user, owner_field: str = "owner") -> Q:
+    """The rows `user` may see and act on outside the admin: those whose `owner_field` is `user`.
+
+    An anonymous user owns nothing (an empty match, never an error), so a view that forgot its
+    login check still shows nothing.
+    """
+    if user is None or not user.is_authenticated:
+        return Q(pk__in=[])
+    return Q(**{owner_field: user.pk})
+
+
+def may_see_faces(user) -> bool:
+    """Whether `user` may open other people's face photos and results in the admin (superusers
+    hold every permission; the staff flag alone holds none)."""
+    return user is not None and user.has_perm(VIEW_FACES)
