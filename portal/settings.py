@@ -90,6 +90,9 @@ TRUSTED_PROXIES = _trusted_proxies(os.environ.get("FFP_TRUSTED_PROXIES", ""))
 
 INSTALLED_APPS = [
     "daphne",
+    # Before django.contrib.auth, so that its createsuperuser (portal/management) is the one run:
+    # Django's skips the password checks with --noinput.
+    "portal",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -190,8 +193,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Every place a password is set checks it with these: the account page, the admin, Django's
+# createsuperuser and changepassword, and seed_local's --demo-password. Django translates their words.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 # django-axes first: it refuses a locked-out (user name, address) before any password is checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]

@@ -10,6 +10,8 @@ import os
 import secrets
 
 from django.contrib.auth.models import User
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.models import ClusterProfile, Template
@@ -27,6 +29,12 @@ class Command(BaseCommand):
         parser.add_argument("--demo-password", default=None, help="default: a random one, printed")
 
     def handle(self, *args, **opts):
+        if opts["demo_password"] is not None:  # checked before anything is written, as the admin would
+            name = opts["demo_user"]
+            try:
+                validate_password(opts["demo_password"], User(username=name, email=f"{name}@localhost"))
+            except ValidationError as exc:
+                raise CommandError("--demo-password: " + " ".join(exc.messages)) from None
         repo = Path(__file__).resolve().parents[3]
         state = Path(env("FFP_STATE", "/var/lib/ffportal"))
         key_path = Path(env("FFP_SSH_KEY", str(state / "ssh" / "id_ed25519")))
