@@ -15,10 +15,10 @@ import time
 from datetime import datetime, timedelta
 
 from django.utils import timezone
-from django.utils.formats import time_format
 from django.utils.translation import gettext as _
 
 from jobs.models import Job, JobStatus, TemplateSnapshot
+from jobs.moments import moment_words
 from jobs.quotas.estimate import chunk_size_of, estimate_gpu_hours, measured_seconds_per_photo
 
 
@@ -68,25 +68,19 @@ def expected_finish(job: Job, now: datetime | None = None) -> datetime | None:
 
 
 def when_words(job: Job, now: datetime | None = None) -> str:
-    """"Expected to start around 14:05; finish around 14:40." for the job page; "" when unknown."""
+    """"Expected to start around 14:05; finish around tomorrow 00:40." for the job page (moments as
+    jobs.moments says them); "" when unknown."""
+    now = now or timezone.now()
     finish = expected_finish(job, now)
     start = job.expected_start if job.status == JobStatus.PENDING else None
     if start and finish:
         return _("Expected to start around %(start)s; finish around %(finish)s.") % {
-            "start": _clock(start, now), "finish": _clock(finish, now)}
+            "start": moment_words(start, now), "finish": moment_words(finish, now)}
     if start:
-        return _("Expected to start around %(start)s.") % {"start": _clock(start, now)}
+        return _("Expected to start around %(start)s.") % {"start": moment_words(start, now)}
     if finish:
-        return _("Expected to finish around %(finish)s.") % {"finish": _clock(finish, now)}
+        return _("Expected to finish around %(finish)s.") % {"finish": moment_words(finish, now)}
     return ""
-
-
-def _clock(when: datetime, now: datetime | None) -> str:
-    """14:05 today; "Dec. 2, 14:05" another day (local time)."""
-    local, today = timezone.localtime(when), timezone.localtime(now or timezone.now()).date()
-    if local.date() == today:
-        return time_format(local, "H:i")
-    return _("%(day)s, %(time)s") % {"day": local.strftime("%Y-%m-%d"), "time": time_format(local, "H:i")}
 
 
 def iso(when: datetime | None) -> str | None:

@@ -6,12 +6,15 @@ The queue is REAL captured Slurm 22.05 output (tests/cluster/samples/squeue_task
 array 4791's task 0 preempted by an urgent job, PreemptMode=REQUEUE)."""
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
+import pytest
 from django.urls import reverse
-from django.utils import timezone as dj_timezone
+from django.utils import timezone as dj_timezone, translation
 
 from cluster.slurm import parse_squeue_tasks
 from jobs.models import Job, JobStatus
+from jobs.moments import moment_words
 from jobs.watcher.decide import ExpectedStart, JobRow, SlurmAnswer, TargetChange, TargetRow, TaskRow, decide
 from worker.progress import TargetRecord, TaskProgress
 
@@ -76,20 +79,66 @@ def test_a_waiting_job_carries_slurms_start_estimate_until_a_task_runs():
         ExpectedStart) == [ExpectedStart(None)]
 
 
-def test_the_api_and_the_page_say_when_a_waiting_job_should_start_and_finish(owner, template, client):
+def at(zone: str, *moment: int) -> datetime:
+    return datetime(*moment, tzinfo=ZoneInfo(zone))
+
+
+@pytest.mark.parametrize("zone, now, english, chinese", [
+    # midday: Slurm's start an hour later is today, said as the clock alone
+    ("Europe/Berlin", at("Europe/Berlin", 2026, 12, 1, 11, 0),
+     "Expected to start around 12:00; finish around 12:00.", "预计约 12:00 开始，约 12:00 完成。"),
+    # 23:14: the start an hour later is past midnight, tomorrow (the CI failure between 23:00 and midnight)
+    ("UTC", at("UTC", 2026, 12, 1, 23, 14),
+     "Expected to start around tomorrow 00:14; finish around tomorrow 00:14.", "预计约 明天 00:14 开始，约 明天 00:14 完成。"),
+    # a year's last minutes in Shanghai (15:50 UTC): tomorrow there, in the new year
+    ("Asia/Shanghai", at("Asia/Shanghai", 2026, 12, 31, 23, 50),
+     "Expected to start around tomorrow 00:50; finish around tomorrow 00:50.", "预计约 明天 00:50 开始，约 明天 00:50 完成。"),
+])
+def test_the_api_and_the_page_say_when_a_waiting_job_should_start_and_finish(
+        owner, template, client, settings, monkeypatch, zone, now, english, chinese):
+    settings.TIME_ZONE = zone
+    monkeypatch.setattr(dj_timezone, "now", lambda: now)  # what every rule reads as now
     # 10 photos of 2 per task at 3 s each (the template's figure: nothing measured yet): 5 tasks of
     # 6 s + 30 s model load, side by side: about 36 s after Slurm's estimated start.
     job = make_job(owner, template, status=JobStatus.PENDING, targets=10, tasks=5)
-    start = dj_timezone.now().replace(microsecond=0) + timedelta(hours=1)
+    start = now + timedelta(hours=1)
     Job.objects.filter(pk=job.pk).update(expected_start=start)
     api, _token = token_client(owner)
     body = api.get(f"/api/v1/jobs/{job.id}").json()
+    # The API says moments in ISO 8601, whatever the page says
     assert datetime.fromisoformat(body["expected_start"]) == start
     assert datetime.fromisoformat(body["expected_finish"]) == start + timedelta(seconds=36)
     client.force_login(owner)
-    page = client.get(reverse("job-detail", args=[job.id])).content.decode()
-    local = dj_timezone.localtime(start).strftime("%H:%M")
-    assert f"Expected to start around {local}; finish around" in page
+    assert english in client.get(reverse("job-detail", args=[job.id])).content.decode()
+    assert chinese in client.get(reverse("job-detail", args=[job.id]), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+
+
+@pytest.mark.parametrize("zone, now, when, english, chinese", [
+    ("UTC", at("UTC", 2026, 12, 1, 4, 30), at("UTC", 2026, 12, 1, 14, 5), "14:05", "14:05"),
+    # a month's end: the next minutes are tomorrow, the 1st
+    ("UTC", at("UTC", 2026, 11, 30, 23, 30), at("UTC", 2026, 11, 30, 23, 59), "23:59", "23:59"),
+    ("UTC", at("UTC", 2026, 11, 30, 23, 30), at("UTC", 2026, 12, 1, 0, 30), "tomorrow 00:30", "明天 00:30"),
+    ("UTC", at("UTC", 2026, 11, 30, 23, 30), at("UTC", 2026, 12, 4, 9, 0), "Fri 4 Dec, 09:00", "12月4日 周五 09:00"),
+    ("Europe/Berlin", at("Europe/Berlin", 2027, 2, 28, 23, 55), at("Europe/Berlin", 2027, 3, 1, 0, 10),
+     "tomorrow 00:10", "明天 00:10"),
+    ("Europe/Berlin", at("Europe/Berlin", 2027, 2, 28, 23, 55), at("Europe/Berlin", 2027, 3, 2, 8, 0),
+     "Tue 2 Mar, 08:00", "3月2日 周二 08:00"),
+    # a year's end, in the site's zone: the same moments are today in UTC, tomorrow in Shanghai
+    ("UTC", at("Asia/Shanghai", 2026, 12, 31, 23, 50), at("Asia/Shanghai", 2027, 1, 1, 0, 50), "16:50", "16:50"),
+    ("Asia/Shanghai", at("Asia/Shanghai", 2026, 12, 31, 23, 50), at("Asia/Shanghai", 2027, 1, 1, 0, 50),
+     "tomorrow 00:50", "明天 00:50"),
+    ("Asia/Shanghai", at("Asia/Shanghai", 2026, 12, 31, 23, 50), at("Asia/Shanghai", 2027, 1, 2, 9, 0),
+     "Sat 2 Jan 2027, 09:00", "2027年1月2日 周六 09:00"),
+    # Berlin's clocks jump from 02:00 to 03:00: an hour after 01:50 is 03:50, still today
+    ("Europe/Berlin", at("Europe/Berlin", 2027, 3, 28, 1, 50), at("UTC", 2027, 3, 28, 1, 50), "03:50", "03:50"),
+    # a start Slurm estimated for a moment now past still says its day
+    ("UTC", at("UTC", 2026, 12, 1, 0, 5), at("UTC", 2026, 11, 30, 23, 55), "Mon 30 Nov, 23:55", "11月30日 周一 23:55"),
+])
+def test_a_moment_is_said_as_today_tomorrow_or_its_day_in_the_sites_zone(settings, zone, now, when, english, chinese):
+    settings.TIME_ZONE = zone
+    assert moment_words(when, now) == english
+    with translation.override("zh-hans"):
+        assert moment_words(when, now) == chinese
 
 
 def test_a_job_without_an_estimate_says_nothing_about_it(owner, template):

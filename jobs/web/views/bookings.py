@@ -18,12 +18,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.dates import WEEKDAYS
-from django.utils.translation import gettext as _, gettext_lazy, pgettext_lazy
+from django.utils.translation import gettext as _, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from jobs.bookings import offpeak
 from jobs.models import Booking, BookingPolicy, BookingState, ClusterProfile, GpuType, StartChoice
 from jobs.models.booking import HOLDING_STATES
+from jobs.moments import WEEKDAYS_SHORT
 
 #: the form's fields, and where a problem `jobs.bookings.BookingError` names (the seed's JSON keys,
 #: maybe under "gpu_requirement.") is shown
@@ -160,9 +161,6 @@ def quiet_hours(user, form: BookingForm) -> dict:
     return {"heat_maps": maps, "suggestions": suggestions, "suggest_count": count, "suggest_minutes": minutes}
 
 
-WEEKDAYS_SHORT = [pgettext_lazy("weekday", "Mon"), pgettext_lazy("weekday", "Tue"), pgettext_lazy("weekday", "Wed"),
-                  pgettext_lazy("weekday", "Thu"), pgettext_lazy("weekday", "Fri"), pgettext_lazy("weekday", "Sat"),
-                  pgettext_lazy("weekday", "Sun")]
 #: the heat map's colour steps (share of the cluster's GPUs busy): the legend says what each means
 LOAD_STEPS = (0.2, 0.4, 0.6, 0.8)
 

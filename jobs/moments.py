@@ -1,0 +1,37 @@
+"""A moment as a person reads it on a page, in the site's local time (settings.TIME_ZONE): the clock
+alone today, "tomorrow" before it, and from the day after a short date with the weekday, so that a
+time past midnight never reads as earlier today.
+
+    today          14:05              14:05
+    tomorrow       tomorrow 00:14     明天 00:14
+    another day    Fri 4 Dec, 09:00   12月4日 周五 09:00
+    another year   Sat 2 Jan 2027, 09:00   2027年1月2日 周六 09:00
+
+Pages only: the API says moments in ISO 8601 (jobs.api.shapes).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.utils import formats, timezone
+from django.utils.translation import gettext as _, pgettext, pgettext_lazy
+
+#: Monday first, as datetime.weekday() counts
+WEEKDAYS_SHORT = [pgettext_lazy("weekday", "Mon"), pgettext_lazy("weekday", "Tue"), pgettext_lazy("weekday", "Wed"),
+                  pgettext_lazy("weekday", "Thu"), pgettext_lazy("weekday", "Fri"), pgettext_lazy("weekday", "Sat"),
+                  pgettext_lazy("weekday", "Sun")]
+
+
+def moment_words(when: datetime, now: datetime | None = None) -> str:
+    """`when` in the site's local time, said relative to the local day of `now` (default: now)."""
+    local = timezone.localtime(when)
+    today = timezone.localtime(now or timezone.now()).date()
+    clock = formats.time_format(local, "H:i")
+    if local.date() == today:
+        return clock
+    if local.date() == today + timedelta(days=1):
+        return _("tomorrow %(time)s") % {"time": clock}
+    # Django date formats: the Chinese ones put the month first ("n月j日"); the year only when it is not this one
+    day = formats.date_format(local, pgettext("a day of a job's expected start or finish", "j M") if local.year == today.year
+                              else pgettext("a day of a job's expected start or finish, another year", "j M Y"))
+    return _("%(weekday)s %(day)s, %(time)s") % {"weekday": WEEKDAYS_SHORT[local.weekday()], "day": day, "time": clock}
