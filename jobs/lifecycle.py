@@ -134,8 +134,9 @@ def request_cancel(job: Job, actor=None, request=None) -> bool:
         return False
     status_before = job.status
     with transaction.atomic():
-        Job.objects.filter(pk=job.pk).update(cancel_requested=True)
-        job.cancel_requested = True
+        # changed_at: a Cancel Slurm does not confirm is reconciled from here (jobs.watcher.reconcile)
+        job.cancel_requested, job.changed_at = True, timezone.now()
+        Job.objects.filter(pk=job.pk).update(cancel_requested=True, changed_at=job.changed_at)
         if not job.slurm_job_id and move(job, "cancel", finished_at=timezone.now(),
                                          error=_("Cancelled before it was submitted.")):
             audit.record(actor, "job.cancel", target=job, details={"status_before": status_before}, request=request)

@@ -99,6 +99,10 @@ class Job(models.Model):
     #: None when Slurm has none or the job runs
     expected_start = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: when its pages last saw it change (a task or a photo moved), or a Cancel was asked: a job on
+    #: the cluster that has not changed for longer than its tasks can run is checked against Slurm's
+    #: accounting of all its attempts (jobs.watcher.reconcile)
+    changed_at = models.DateTimeField(null=True, blank=True)
     #: the model files its tasks loaded, [{"name", "sha256"}], from their progress records (jobs.model_sets)
     models_used = models.JSONField(_("models used"), default=list, blank=True)
     #: retention (jobs.retention): when the owner was told the files go, when the portal's files went

@@ -14,6 +14,8 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from cluster import time_limit_seconds
+
 from jobs import lifecycle, safety, tasks
 from jobs.live.protocol import Publisher
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
@@ -67,8 +69,17 @@ def job_row(job: Job, targets: tuple[TargetRow, ...]) -> JobRow:
         tasks=tuple(TaskRow(index=t.index, state=t.state, node=t.node, exit_code=t.exit_code, reason=t.reason,
                             elapsed_seconds=t.elapsed_seconds, gpus=t.gpus, attempt=t.attempt,
                             log_wait_since=t.log_wait_since) for t in job.tasks.all()),
-        targets=targets,
+        targets=targets, attempt=job.attempt, changed_at=job.changed_at, cancel_requested=job.cancel_requested,
+        time_limit_seconds=_time_limit_seconds(job),
     )
+
+
+def _time_limit_seconds(job: Job) -> int:
+    """How long one of the job's tasks may run (its template's time limit at Start); 0 when unknown."""
+    try:
+        return time_limit_seconds(job.snapshot.time_limit)
+    except ValueError:
+        return 0
 
 
 def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
@@ -122,6 +133,8 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
         pub.job(job)
     elif shown:
         pub.job(job)
+    if shown:  # what `jobs.watcher.reconcile.stale` measures from
+        Job.objects.filter(pk=job.pk).update(changed_at=timezone.now())
     return shown
 
 

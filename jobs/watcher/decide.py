@@ -31,6 +31,8 @@ The rules:
   it has ended PREEMPTED (a cluster that cancels preempted work); the target its worker was stopped on waits again (the rerun skips finished ones).
 - A job none of whose tasks runs carries Slurm's own estimate of its start (the earliest of its
   waiting tasks' squeue StartTime), `ExpectedStart`; None once a task runs or Slurm has none.
+- Only the tasks of the current attempt follow its Slurm job: a retry reruns some indexes, and a
+  task it did not rerun keeps how it ended in its own attempt, whatever the new Slurm job says.
 - The attempt has ended when every task is terminal, no task waits for its log, and every
   target that succeeded has its output fetched: then the caller applies the automatic retry
   policy or finalises the job (`EndAttempt`). Until then the job stays running, so "completed"
@@ -114,6 +116,17 @@ class JobRow:
     expected_start: datetime | None = None
     tasks: tuple[TaskRow, ...] = ()
     targets: tuple[TargetRow, ...] = ()
+    #: the attempt whose Slurm job `slurm_job_id` is; a task of an earlier attempt (one a retry did
+    #: not rerun) is not in that job, and nothing Slurm says of that job changes it
+    attempt: int = 1
+    #: when the pages last saw it change (None: not since it was submitted); `cancel_requested`
+    #: and the template's time limit: when it counts as stale (`jobs.watcher.reconcile`)
+    changed_at: datetime | None = None
+    cancel_requested: bool = False
+    time_limit_seconds: int = 0
+
+    def in_attempt(self, task: TaskRow) -> bool:
+        return task.attempt == self.attempt
 
 
 # ---- what the cluster said ----------------------------------------------------------------------
@@ -214,7 +227,7 @@ def expected_in_queue(job: JobRow) -> list[int]:
     """The indexes of the tasks the portal believes still queued or running: those the cluster
     compares with its queue to decide whether sacct is needed (`cluster.slurm.accounting`). A task
     waiting for its log is among them: its FAILED state comes from sacct, read again each cycle."""
-    return sorted(t.index for t in job.tasks if not t.is_terminal)
+    return sorted(t.index for t in job.tasks if not t.is_terminal and job.in_attempt(t))
 
 
 def merged_states(slurm: SlurmAnswer) -> dict[int, SlurmTask]:
@@ -329,7 +342,7 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
     states = merged_states(slurm)
     tasks: dict[int, TaskRow] = {t.index: t for t in job.tasks}
     for task in job.tasks:
-        st = states.get(task.index)
+        st = states.get(task.index) if job.in_attempt(task) else None
         if st is None:
             if task.log_wait_since is not None and not task.is_terminal:
                 decision.logs_wanted.append(task.index)  # gone from squeue, not yet in sacct: still waiting

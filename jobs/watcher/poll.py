@@ -15,6 +15,7 @@ afresh each cycle, and the beat is due at once in a new process.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import threading
@@ -30,9 +31,10 @@ from worker.progress import TaskProgress
 
 from jobs.live.protocol import Publisher
 from jobs.model_sets import record_models_used
-from jobs.models import ClusterProfile, Job, JobStatus
+from jobs.models import ClusterProfile, Job, JobAttempt, JobStatus
 from jobs.words import in_language_of
 from jobs.watcher.apply import apply, job_row, target_rows
+from jobs.watcher import reconcile
 from jobs.watcher.decide import SlurmAnswer, decide, expected_in_queue
 from portal.logs import log_context
 
@@ -77,8 +79,13 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     logs = [(job, task.index, folders[job.pk].log(job.slurm_job_id, task.index))
             for job in jobs for task in job.tasks.all() if task.log_wait_since is not None][:MAX_LOG_TAILS]
     mark, every_job = secrets.token_hex(8), _full_accounting_due(profile.pk)
+    # On the slower beat, sacct also tells how the earlier attempts of a stale job ended (reconcile).
+    stale = attempt_rows([j for j in jobs if every_job and reconcile.stale(rows[j.pk], timezone.now())])
+    accounting = {i: sorted(expected[i]) for i in ids}
+    for attempt in (a for attempts in stale.values() for a in attempts):
+        accounting.setdefault(attempt.slurm_job_id, [])
     commands = [slurm.squeue_tasks_argv(ids),
-                slurm.accounting_when_needed_argv({i: sorted(expected[i]) for i in ids}, mark, every_job),
+                slurm.accounting_when_needed_argv(accounting, mark, every_job),
                 progress_argv([f.progress for f in folders.values()])]
     commands += [log_tail_argv(path) for _job, _index, path in logs]
     try:
@@ -93,8 +100,8 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     pub = Publisher()
     _reachable(profile, jobs, pub)
 
-    in_queue, in_acct, asked, answered = _slurm_answers(profile, sq, acct, mark)
-    if every_job and set(asked) == set(ids) and answered:
+    in_queue, in_acct, asked, answered = _slurm_answers(profile, sq, acct, mark, sole_indexes(rows.values()))
+    if every_job and set(asked) == set(accounting) and answered:
         _full_accounting_done(profile.pk)
     result.accounted = len(asked)
     docs = parse_progress_dump(pr.stdout)
@@ -109,11 +116,54 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
         with in_language_of(job), log_context(job_id=str(job.id), slurm_job_id=job.slurm_job_id):
             records = _records(job, docs.get(folders[job.pk].progress, []))
             record_models_used(job, records)  # which model files (name + SHA-256) its tasks loaded
-            decision = decide(rows[job.pk], answer, records, tails_by_job.get(job.pk, {}), now)
+            row, fixes = rows[job.pk], []
+            if job.pk in stale and answered:
+                row, fixes = _reconciled(row, stale[job.pk], in_acct, answer.queued, now)
+            decision = decide(row, answer, records, tails_by_job.get(job.pk, {}), now)
+            decision.changes[:0] = fixes
             if apply(job, decision, pub):
                 result.changed.append(str(job.id))
     pub.flush()  # after the changes are committed: a page that resyncs now sees the same state
     return result
+
+
+def sole_indexes(rows) -> dict[str, int]:
+    """{Slurm job id: its index} for the jobs whose current attempt runs exactly one index."""
+    out = {}
+    for row in rows:
+        indexes = [t.index for t in row.tasks if row.in_attempt(t)]
+        if len(indexes) == 1:
+            out[row.slurm_job_id] = indexes[0]
+    return out
+
+
+def attempt_rows(jobs: list[Job]) -> dict[object, list[reconcile.AttemptRow]]:
+    """Every attempt of these jobs with its Slurm job id, by job pk (one query). A job never retried
+    has no JobAttempt rows: its one attempt is the job itself."""
+    out: dict[object, list[reconcile.AttemptRow]] = {
+        j.pk: [reconcile.AttemptRow(1, j.slurm_job_id, tuple(t.index for t in j.tasks.all()))] for j in jobs}
+    current = {j.pk: (j.attempt, j.slurm_job_id) for j in jobs}
+    recorded: dict[object, list[reconcile.AttemptRow]] = {}
+    for job_pk, number, slurm_id, indexes, ended in (JobAttempt.objects.filter(job__in=list(out))
+                                                     .values_list("job_id", "number", "slurm_job_id", "indexes", "ended")):
+        if not slurm_id and current[job_pk][0] == number:
+            slurm_id = current[job_pk][1]
+        recorded.setdefault(job_pk, []).append(reconcile.AttemptRow(number, slurm_id, tuple(indexes or ()), ended or {}))
+    out.update(recorded)
+    return {pk: [a for a in attempts if a.slurm_job_id] for pk, attempts in out.items()}
+
+
+def _reconciled(row, attempts, in_acct, queued, now):
+    """The stale job's row corrected by `reconcile`, and the corrections (logged: each one is a
+    disagreement the cycle's own rules missed)."""
+    fixes = reconcile.reconcile(row, attempts, in_acct, queued, now)
+    if not fixes:
+        return row, []
+    log.warning("job %s: reconciled with Slurm's accounting of its attempts: %s", row.id,
+                {c.index: c.fields.get("state") for c in fixes})
+    by_index = {c.index: c.fields for c in fixes}
+    tasks = tuple(dataclasses.replace(t, **by_index[t.index]) if t.index in by_index else t for t in row.tasks)
+    return dataclasses.replace(row, tasks=tasks), fixes
 
 
 def _full_accounting_due(profile_pk: int) -> bool:
@@ -127,7 +177,7 @@ def _full_accounting_done(profile_pk: int) -> None:
         _last_full_accounting[profile_pk] = time.monotonic()
 
 
-def _slurm_answers(profile, sq, acct, mark) -> tuple[dict, dict, tuple[str, ...], bool]:
+def _slurm_answers(profile, sq, acct, mark, sole: dict[str, int]) -> tuple[dict, dict, tuple[str, ...], bool]:
     """squeue's and sacct's tasks by Slurm job id and index, the jobs sacct was asked about, and
     whether every command asked answered.
 
@@ -138,7 +188,7 @@ def _slurm_answers(profile, sq, acct, mark) -> tuple[dict, dict, tuple[str, ...]
     """
     answered = True
     try:
-        in_queue = _by_job(slurm.parse_squeue_tasks(sq.stdout, sq.rc, sq.stderr))
+        in_queue = _by_job(slurm.parse_squeue_tasks(sq.stdout, sq.rc, sq.stderr), sole)
     except ClusterError as exc:
         log.warning("cluster %s: squeue: %s", profile.slug, exc)
         in_queue, answered = {}, False
@@ -151,7 +201,7 @@ def _slurm_answers(profile, sq, acct, mark) -> tuple[dict, dict, tuple[str, ...]
         return in_queue, {}, (), answered
     answered = answered and sa.sacct_rc == 0
     try:
-        in_acct = (_by_job(slurm.parse_sacct(sa.sacct_json, sa.codes if sa.codes_rc == 0 else None))
+        in_acct = (_by_job(slurm.parse_sacct(sa.sacct_json, sa.codes if sa.codes_rc == 0 else None), sole)
                    if sa.sacct_rc == 0 and sa.sacct_json.strip() else {})
     except ClusterError as exc:
         log.warning("cluster %s: sacct: %s", profile.slug, exc)
@@ -159,10 +209,21 @@ def _slurm_answers(profile, sq, acct, mark) -> tuple[dict, dict, tuple[str, ...]
     return in_queue, in_acct, sa.asked, answered
 
 
-def _by_job(tasks) -> dict[str, dict[int, object]]:
+def _by_job(tasks, sole: dict[str, int]) -> dict[str, dict[int, object]]:
+    """Slurm's records by Slurm job id and array index.
+
+    A record without an index is of a job with a single task: a single-task array (`--array=1`,
+    what a retry of one chunk submits), which sacct prints without its array (array id 0, no task
+    id) until the task has ended (seen on 22.05: tests/cluster/samples/sacct_single_task_array_*.json).
+    It stands for the one index the job's current attempt runs (`sole`), and for no other: read as
+    index 0, it once turned a task that had COMPLETED in an earlier attempt back to PENDING, and the
+    job never ended. A job whose attempt runs several indexes has no such record; one is left out.
+    """
     out: dict[str, dict[int, object]] = {}
     for t in tasks:
-        out.setdefault(t.job_id, {})[t.task_index if t.task_index is not None else 0] = t
+        index = t.task_index if t.task_index is not None else sole.get(t.job_id)
+        if index is not None:
+            out.setdefault(t.job_id, {})[index] = t
     return out
 
 

@@ -87,6 +87,14 @@ mix=$(submit --array=0-3 --gres="$FFP_GPU_GRES:1" --time=2 --mem=100M -J "ffp-$(
 wait_settled "$mix"
 sacct_both "$mix" sacct_array_mixed
 
+# 3b. A single-task array (`--array=1`: what a retry of one chunk submits), while its task runs:
+# sacct lists it without its array (array id 0, no task id) and as PENDING until the task ends.
+one=$(submit --array=1 --gres="$FFP_GPU_GRES:1" --time=2 --mem=100M -J "ffp-$(uuid)" -o /dev/null --wrap 'sleep 8')
+wait_for "$one" "squeue -h -j $one -t R -o %i | grep -q ."
+ffp_ssh sacct --json -j "$one" | save sacct_single_task_array_running.json
+wait_settled "$one"
+ffp_ssh sacct --json -j "$one" | save sacct_single_task_array_ended.json
+
 # 4. A job above its --mem: jobacct_gather/linux + OverMemoryKill kills it (no cgroups here).
 mem=$(submit --time=2 --mem=50M -J "ffp-$(uuid)" -o "$remote/memkill_%j.out" \
   --wrap "$FFP_PYTHON -c 'import time; b = bytearray(200 * 1024 * 1024); time.sleep(30)'")
