@@ -56,6 +56,7 @@ class DatabaseCollector(_Safe):
         from jobs.models import Booking, Job, JobStatus, Target, TargetStatus, UsageRecord
         from jobs.models.booking import BookingState
         from jobs.models.job import ACTIVE_STATUSES
+        from jobs.usage.accounting import month_of
 
         jobs = GaugeMetricFamily("ffportal_jobs", "Jobs by state.", labels=["state"])
         counts = dict(Job.objects.order_by().values_list("status").annotate(n=Count("pk")))
@@ -79,7 +80,8 @@ class DatabaseCollector(_Safe):
         yield bookings
 
         now = timezone.now()
-        month = now.date().replace(day=1)
+        # the month quotas and the usage page count: the site's (TIME_ZONE), not UTC's
+        month = month_of(now)
         total = UsageRecord.objects.aggregate(s=Sum("gpu_seconds"))["s"] or 0.0
         this_month = UsageRecord.objects.filter(period=month).aggregate(s=Sum("gpu_seconds"))["s"] or 0.0
         hours = GaugeMetricFamily("ffportal_gpu_hours_charged", "GPU-hours charged to users (Slurm accounting).",

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from datetime import timedelta
+from datetime import date, datetime, timedelta, timezone as dt_timezone
 
 import pytest
 from django.core.management import call_command
@@ -23,6 +23,7 @@ import cluster
 from cluster import ClusterUnreachable
 from jobs.models import Booking, BookingState, Job, JobStatus, Target, TargetStatus, UsageRecord
 from jobs.ops import heartbeat
+from jobs.usage.accounting import month_of
 from channels.db import database_sync_to_async as in_db_thread
 
 from .api_helpers import make_job
@@ -119,7 +120,7 @@ def test_a_new_job_and_its_targets_are_counted_by_state(client, owner, template)
 
 def test_gpu_hours_and_bookings_are_read_from_their_rows(client, owner, template):
     job = make_job(owner, template, status=JobStatus.COMPLETED, targets=1)
-    UsageRecord.objects.create(job=job, user=owner, period=timezone.now().date().replace(day=1), gpu_seconds=5400)
+    UsageRecord.objects.create(job=job, user=owner, period=month_of(), gpu_seconds=5400)
     Booking.objects.create(user=owner, task_name="grading", duration_minutes=60, state=BookingState.CONFIRMED)
     Booking.objects.create(user=owner, task_name="render", duration_minutes=30)
     figures = scrape(client)
@@ -128,6 +129,19 @@ def test_gpu_hours_and_bookings_are_read_from_their_rows(client, owner, template
     assert value(figures, "ffportal_bookings", state="confirmed") == 1
     assert value(figures, "ffportal_bookings", state="requested") == 1
     assert value(figures, "ffportal_bookings", state="cancelled") == 0
+
+
+def test_this_months_gpu_hours_are_the_sites_month(client, owner, template, settings, monkeypatch):
+    # 1 January, 00:30 in Shanghai, still 31 December in UTC: the month the quotas count is January
+    settings.TIME_ZONE = "Asia/Shanghai"
+    monkeypatch.setattr(timezone, "now", lambda: datetime(2026, 12, 31, 16, 30, tzinfo=dt_timezone.utc))
+    december = make_job(owner, template, status=JobStatus.COMPLETED, targets=1)
+    UsageRecord.objects.create(job=december, user=owner, period=date(2026, 12, 1), gpu_seconds=3600)
+    january = make_job(owner, template, status=JobStatus.COMPLETED, targets=1)
+    UsageRecord.objects.create(job=january, user=owner, period=date(2027, 1, 1), gpu_seconds=1800)
+    figures = scrape(client)
+    assert value(figures, "ffportal_gpu_hours_charged", period="this_month") == 0.5
+    assert value(figures, "ffportal_gpu_hours_charged", period="all") == 1.5
 
 
 def test_images_per_second_per_template_come_from_the_workers_timings(client, owner, template):
