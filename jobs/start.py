@@ -34,7 +34,7 @@ from jobs.errors import StartError, UploadRejected
 from jobs.quotas import check_job_size, check_quota
 from jobs.folder_check import count_folder
 from jobs.upload_checks import check_face
-from jobs.uploads import check_upload, safe_name, unique_name
+from jobs.uploads import check_upload, safe_name, unique_name, without_hidden_characters
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,8 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
 
     # The QOS is decided now and frozen with the template (jobs.priority).
     snapshot = dataclasses.replace(template.snapshot(), face_selector=selector, qos=qos_for(user, template))
-    job = Job(owner=user, name=name.strip()[:200], template=template, template_snapshot=snapshot.to_json(),
+    job = Job(owner=user, name=without_hidden_characters(name).strip()[:200], template=template,
+              template_snapshot=snapshot.to_json(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url,
               booking=chosen_booking,
               language=translation.get_language() or "")  # what is written about it later is in it

@@ -38,7 +38,7 @@ from jobs.words import in_language_of
 from jobs.quotas import check_folder_targets
 from jobs.start import is_media_name, unique_name
 from jobs.retry import REPLACEMENTS_DIR
-from jobs.uploads import safe_name
+from jobs.uploads import safe_name, without_hidden_characters
 from portal.logs import bind, log_context
 
 log = logging.getLogger(__name__)
@@ -337,11 +337,13 @@ def job_id_param(job: Job):
 
 
 def insert_targets(job: Job, rows: list[tuple[int, str, str, str, int]]) -> None:
-    """Insert (index, name, cluster_path, output_name, task_index) rows."""
+    """Insert (index, name, cluster_path, output_name, task_index) rows. The name is shown, without
+    hidden characters (jobs.uploads); the cluster path stays the file's own."""
     jid = job_id_param(job)
     insert_rows(Target, ["job_id", "index", "name", "cluster_path", "upload", "output_name", "task_index", "status",
                          "message", "faces_found", "faces_swapped", "output_file", "thumbnail_file"],
-                [(jid, i, name[:500], path[:1000], "", out, task, TargetStatus.WAITING.value, "", 0, 0, "", "")
+                [(jid, i, without_hidden_characters(name)[:500], path[:1000], "", out, task, TargetStatus.WAITING.value,
+                  "", 0, 0, "", "")
                  for i, name, path, out, task in rows])
 
 

@@ -25,7 +25,7 @@ from jobs.errors import PortalError
 from jobs.models import Upload, UploadKind, UploadPolicy, UploadStatus
 from jobs.models.upload import upload_dir
 from jobs.upload_checks import check_arrived
-from jobs.uploads import safe_name, unique_name
+from jobs.uploads import safe_name, unique_name, without_hidden_characters
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class UploadRefused(PortalError):
 
 def create(user, kind: str, name: str, size: int) -> Upload:
     """A new, empty upload of `size` bytes; UploadRefused when it is too big or too many are waiting."""
+    name = without_hidden_characters(name)  # shown as sent, everywhere: jobs.uploads says why
     if kind not in UploadKind.values:
         raise UploadRefused(_("Unknown kind of file."), 400)
     if size <= 0:

@@ -31,7 +31,10 @@ _MAX_EXTENSION_BYTES = 16
 def without_hidden_characters(text: str) -> str:
     """`text` without the invisible characters that change how it reads: Unicode format characters
     (category Cf: the bidi overrides, embeddings and isolates such as U+202E that show
-    "gpj.exe" as "exe.jpg", zero-width marks, the byte order mark) and line and paragraph separators."""
+    "gpj.exe" as "exe.jpg", zero-width marks, the byte order mark) and line and paragraph separators.
+
+    Names people read are saved through it (a job's, a booking's, every file's as sent or listed
+    on the cluster), so no page, admin list, email or live message shows one raw."""
     return "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Zl", "Zp"))
 
 
@@ -75,7 +78,9 @@ class _KeepEveryFile(MultiPartParser):
     def sanitize_file_name(self, file_name):
         # Django's answer for "..", "." and names of only non-printable characters is None: the
         # file is then dropped without a word. Keep it, named UNNAMED, and check it like any other.
-        return super().sanitize_file_name(file_name) or UNNAMED
+        # Without hidden characters: the name is shown as sent (pages, admin, emails, live JSON),
+        # and "\u202egpj.exe" would read "exe.jpg" there.
+        return without_hidden_characters(super().sanitize_file_name(file_name) or "") or UNNAMED
 
 
 class KeepEveryUpload(FileUploadHandler):

@@ -21,6 +21,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
 from jobs.models import Booking, BookingPolicy, StartChoice, capability_tuple
+from jobs.uploads import without_hidden_characters
 from jobs.webhooks import check_callback_url
 
 #: the most GPUs one booking may ask for (a typo guard: no site has more on one booking)
@@ -167,7 +168,7 @@ def parse_request(data, now: datetime | None = None, policy: BookingPolicy | Non
         raise BookingError({"__all__": _("Send the booking as a JSON object.")})
     problems: dict[str, str] = {}
     name = data.get("task_name")
-    name = name.strip() if isinstance(name, str) else ""
+    name = without_hidden_characters(name).strip() if isinstance(name, str) else ""
     if not name:
         problems["task_name"] = _("task_name is required: say what the GPUs are for.")
     elif len(name) > Booking._meta.get_field("task_name").max_length:
