@@ -302,3 +302,15 @@ def test_the_calendar_names_my_bookings_and_hides_others(client, owner, stranger
     assert body.count('class="cal-bar other') == 1 and body.count('class="cal-bar mine') == 1
     free = [int(n) for n in re.findall(r'data-free="(\d+)"', body)]
     assert len(free) == 7 and free[0] == 2 and 0 in free[1:3]  # both GPUs held tomorrow (one each)
+
+
+def test_the_calendar_places_bookings_on_a_day_of_25_hours(client, owner, h200, no_history, settings, monkeypatch):
+    # Berlin's clocks go back at 03:00 on 25 October 2026: that day has 25 hours, and its 22:00 comes
+    # 23 of them after midnight (92 % of the day, not 23 of 24 hours, which put the bar at 96 %)
+    settings.TIME_ZONE = "Europe/Berlin"
+    berlin = ZoneInfo("Europe/Berlin")
+    monkeypatch.setattr(timezone, "now", lambda: datetime(2026, 10, 25, 1, 0, tzinfo=berlin))
+    booking(owner, h200, "Night run", start=datetime(2026, 10, 25, 22, 0, tzinfo=berlin), hours=1)
+    client.force_login(owner)
+    body = client.get(reverse("booking-calendar")).content.decode()
+    assert 'style="left: 92.0%; width: 4.0%"' in body

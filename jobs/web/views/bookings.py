@@ -8,7 +8,7 @@ every rule (matching, capacity, quota, states) is `jobs.bookings` (shared with t
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone as dt_timezone
 from uuid import UUID
 
 from django import forms
@@ -211,8 +211,11 @@ def booking_calendar(request: HttpRequest) -> HttpResponse:
 
 def day_bars(held: list[Booking], day: datetime, user) -> list[dict]:
     """The bookings of one day as bars: left and width in % of the day, a lane each so that
-    overlapping ones sit one under the other. Another user's booking is only "booked"."""
-    end = day + timedelta(days=1)
+    overlapping ones sit one under the other. Another user's booking is only "booked".
+
+    `day` is a local midnight. Arithmetic between two datetimes of one zone ignores a daylight-saving
+    change between them, so the day's ends are taken in UTC: it has 23 or 25 hours then."""
+    day, end = day.astimezone(dt_timezone.utc), (day + timedelta(days=1)).astimezone(dt_timezone.utc)
     bars, lanes = [], []  # lanes: the end of the last bar in each
     for b in held:
         s, e = max(b.starts_at, day), min(b.ends_at, end)
