@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: system venv test test-sqlite test-worker bench up clean screenshots prod-shape
+.PHONY: system venv test test-sqlite test-worker test-clock bench up clean screenshots prod-shape
 
 system:
 	bash scripts/install-system.sh
@@ -21,6 +21,13 @@ test-sqlite: system venv
 
 test-worker: venv
 	$(PY) -m pytest tests/worker $(PYTEST_ARGS)
+
+# The portal and worker suites (SQLite) at a chosen moment in a chosen zone, the clock moving on from
+# there (libfaketime): make test-clock CLOCK="2026-12-31 23:50:00" TZONE=Europe/Berlin (docs/testing.md).
+TZONE ?= UTC
+test-clock: system venv
+	bash scripts/cluster/up.sh
+	CLOCK="$(CLOCK)" TZONE="$(TZONE)" bash scripts/test-clock.sh $(PYTEST_ARGS)
 
 # Pictures of every page (English and Chinese, desktop and phone) for docs/screenshots/, taken by the
 # browser tests on the real local cluster (tests/e2e/shots.py); a plain test run keeps them in artifacts/.

@@ -5,7 +5,8 @@ set -euo pipefail
 # fonts-wqy-microhei: Chinese glyphs for the browser's screenshots of the Chinese pages (5 MB)
 PKGS=(ffmpeg redis-server slurmctld slurmd slurm-client slurmdbd munge mariadb-server
       openssh-server chromium fonts-wqy-microhei python3-venv
-      postgresql nginx openssl)  # the production shape: docs/deploy.md, scripts/postgres.sh
+      postgresql nginx openssl  # the production shape: docs/deploy.md, scripts/postgres.sh
+      faketime)  # make test-clock: the tests at a chosen moment (scripts/test-clock.sh)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
