@@ -10,7 +10,7 @@ uploads) filters with `owned_by` below, and every view looks rows up through it.
 Oversight of other people's work happens in the Django admin only, through explicit Django
 permissions, never the staff flag: the admin's usual `view_*` permissions show a job's metadata;
 its face photos and results (source photos, the reference face, inputs, outputs, the results zip)
-need `jobs.view_faces` on top (`may_see_faces`), and every such file opened there is audited
+need `jobs.see_faces` on top (`may_see_faces`), and every such file opened there is audited
 (`jobs/admin/faces.py`).
 
 Teams (work shared within a group) will widen `owned_by`, and only it.
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from django.db.models import Q
 
-__all__ = ["VIEW_FACES", "owned_by", "may_see_faces"]
+__all__ = ["SEE_FACES", "owned_by", "may_see_faces"]
 
-#: the permission to open other people's face photos and results in the admin (Job.Meta.permissions)
-VIEW_FACES = "jobs.view_faces"
+#: the permission to open other people's face photos and results in the admin (Job.Meta.permissions);
+#: not named view_*, so that granting "every view permission" never grants it by the way
+SEE_FACES = "jobs.see_faces"
 
 
 def owned_by(user, owner_field: str = "owner") -> Q:
@@ -39,4 +40,4 @@ def owned_by(user, owner_field: str = "owner") -> Q:
 def may_see_faces(user) -> bool:
     """Whether `user` may open other people's face photos and results in the admin (superusers
     hold every permission; the staff flag alone holds none)."""
-    return user is not None and user.has_perm(VIEW_FACES)
+    return user is not None and user.has_perm(SEE_FACES)

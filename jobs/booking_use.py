@@ -29,7 +29,7 @@ def usable_booking(user, booking_id, profile, problems: list) -> Booking | None:
         key = uuid.UUID(str(booking_id))
     except ValueError:
         key = None
-    booking = Booking.objects.filter(user=user, pk=key).select_related("cluster").first() if key else None
+    booking = Booking.objects.visible_to(user).filter(pk=key).select_related("cluster").first() if key else None
     if booking is None:
         problems.append(("booking", _("Choose one of your own GPU bookings, or run the job without one.")))
         return None

@@ -36,8 +36,9 @@ def usable_bookings(user, cluster=None, now: datetime | None = None):
     """The user's bookings jobs can be submitted into now or later: confirmed or active, reservation
     made, not over. Soonest first."""
     now = now or timezone.now()
-    qs = Booking.objects.filter(user=user, state__in=(BookingState.CONFIRMED, BookingState.ACTIVE),
-                                reservation_made=True, ends_at__gt=now).select_related("gpu_type", "cluster")
+    qs = (Booking.objects.visible_to(user)
+          .filter(state__in=(BookingState.CONFIRMED, BookingState.ACTIVE), reservation_made=True, ends_at__gt=now)
+          .select_related("gpu_type", "cluster"))
     if cluster is not None:
         qs = qs.filter(cluster=cluster)
     return qs.order_by("starts_at")

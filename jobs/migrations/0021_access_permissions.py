@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AlterModelOptions(
             name='job',
-            options={'ordering': ['-created_at', '-id'], 'permissions': [('view_faces', "Can see other people's face photos and results")]},
+            options={'ordering': ['-created_at', '-id'], 'permissions': [('see_faces', "Can see other people's face photos and results")]},
         ),
         migrations.AlterModelOptions(
             name='template',

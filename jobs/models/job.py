@@ -120,7 +120,7 @@ class Job(models.Model):
         indexes = [models.Index(fields=["owner", "-created_at", "-id"], name="job_owner_newest"),
                    models.Index(fields=["-created_at", "-id"], name="job_newest")]
         # Opening another person's face photos and results in the admin (jobs.access, jobs/admin/faces.py).
-        permissions = [("view_faces", _("Can see other people's face photos and results"))]
+        permissions = [("see_faces", _("Can see other people's face photos and results"))]
 
     def __str__(self) -> str:
         return self.name or str(self.id)

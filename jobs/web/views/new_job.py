@@ -98,7 +98,7 @@ def _job_to_repeat(request: HttpRequest) -> Job | None:
     if not job_id:
         return None
     try:
-        return Job.objects.filter(owner=request.user, pk=job_id).select_related("template").first()
+        return Job.objects.visible_to(request.user).filter(pk=job_id).select_related("template").first()
     except Exception:  # noqa: BLE001 - not an id: nothing to repeat
         return None
 
