@@ -39,4 +39,21 @@ def test_it_lists_templates_as_cards(owner, catalogue):
 def test_it_lists_only_templates_of_the_users_groups(owner, colleague, stranger, staff, catalogue):
     assert slugs(owner) == slugs(colleague) == ["quick-gpu", "team-only"]
     assert slugs(stranger) == ["quick-gpu"]
-    assert slugs(staff) == ["other-team", "quick-gpu", "team-only"]
+    assert slugs(staff) == ["other-team", "quick-gpu", "team-only"]  # a superuser holds jobs.use_any_template
+
+
+def test_the_staff_flag_alone_opens_no_template_the_permission_does(stranger, catalogue):
+    from django.contrib.auth.models import Permission, User
+
+    def start_refusal(user) -> str:  # Start checks the template first (jobs.start: usable_by)
+        r = token_client(user)[0].post("/api/v1/jobs", {"template": "other-team", "consent": "true",
+                                                         "target_folder": "/srv/ffportal/storage"})
+        assert r.status_code == 400
+        return r.json()["field"]
+
+    clerk = User.objects.create_user("clerk", "clerk@example.org", "clerk-pass-123", is_staff=True)
+    assert slugs(clerk) == ["quick-gpu"] and start_refusal(clerk) == "template"
+    stranger.user_permissions.add(Permission.objects.get(content_type__app_label="jobs", codename="use_any_template"))
+    stranger = User.objects.get(pk=stranger.pk)  # permissions are cached on the instance
+    assert slugs(stranger) == ["other-team", "quick-gpu", "team-only"]
+    assert start_refusal(stranger) == "source"  # the template passed; only the missing face photo is left
