@@ -20,6 +20,7 @@ import time
 from django.utils.translation import gettext as _
 
 from jobs import audit
+from jobs.decoding import decode_slot, small_picture
 from jobs.errors import UploadRejected
 from jobs.models import SafetyPolicy, UploadKind
 
@@ -125,7 +126,8 @@ def screen_start_sources(user, files, uploads, problems: list, request=None) -> 
         (u.name, u.path, {"upload": str(u.id)}) for u in uploads if not (u.info or {}).get("content_checked")]
     for name, f, where in pending:
         try:
-            picture = _small_picture(f)
+            with decode_slot():
+                picture = _small_picture(f)
         except Exception:  # noqa: BLE001 - not a readable photo: the file checks already say so
             continue
         try:
@@ -137,16 +139,9 @@ def screen_start_sources(user, files, uploads, problems: list, request=None) -> 
 
 
 def _small_picture(f):
-    """The photo upright in RGB, at most CHECK_SIDE pixels: the model looks at 320x320 anyway."""
-    from PIL import Image, ImageOps
-
-    with Image.open(f) as im:
-        im.draft("RGB", (CHECK_SIDE, CHECK_SIDE))  # JPEG: decoded at a fraction of its size
-        picture = ImageOps.exif_transpose(im).convert("RGB")
-    picture.thumbnail((CHECK_SIDE, CHECK_SIDE))
-    if hasattr(f, "seek"):
-        f.seek(0)  # the file is read again when the job is created
-    return picture
+    """The photo upright in RGB, at most CHECK_SIDE pixels: the model looks at 320x320 anyway.
+    Over the pixel limit it is refused unread (`jobs.decoding`); the file checks already said so."""
+    return small_picture(f, CHECK_SIDE)[0]  # rewound: the file is read again when the job is created
 
 
 def manifest_spec():

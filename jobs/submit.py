@@ -210,7 +210,9 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         job=str(job.id), sources=tuple(sources),
         targets=tuple(ManifestTarget(path=path, output=out) for path, out, _upload in targets),
         chunks=tuple(tuple(c) for c in chunks), output_dir=folder.out,
-        engine=EngineOptions(name=snap.engine, face_selector=snap.face_selector, reference_face=reference),
+        # max_pixels: the portal's limit, so the worker refuses what the upload check would
+        engine=EngineOptions(name=snap.engine, face_selector=snap.face_selector, reference_face=reference,
+                             max_pixels=settings.MEDIA_MAX_PIXELS),
         # The worker checks every target against them again right before opening it (storage
         # can change between the listing and the run).
         target_roots=tuple(job.cluster.target_roots),

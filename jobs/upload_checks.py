@@ -4,6 +4,10 @@ Everything a Start would refuse is found here, while the user is still on the fo
 a video, damaged, too big, a face photo without a face, a video that cannot be read. A ready upload
 carries what was found (`info`: pixels, faces, a video's duration and frames, for the form and the
 estimate) and a small preview: the face found, a video's first frame, a photo scaled down.
+
+Memory is bounded whatever arrives (`jobs.decoding`): pixels are refused from the header before
+anything is decoded (for a video, every stream's), and a process runs at most
+UPLOAD_CHECKS_AT_ONCE checks at once; the others wait their turn.
 """
 from __future__ import annotations
 
@@ -15,12 +19,15 @@ from pathlib import Path
 
 from django.core.files import File
 from django.utils.translation import gettext as _
-from PIL import Image, ImageOps
+from PIL import Image
 
+from worker import ffmpeg as ff
+from worker.errors import TargetError
 from worker.facecheck import CHECK_MAX_SIDE, face_crop_box, find_faces
 from worker.video import probe_video
 
 from jobs import safety
+from jobs.decoding import decode_slot, max_pixels, small_picture, too_many_pixels
 from jobs.errors import UploadRejected
 from jobs.models import Upload, UploadKind, UploadStatus
 from jobs.uploads import check_upload
@@ -34,9 +41,11 @@ POSTER_TIMEOUT_S = 30
 
 
 def check_arrived(upload: Upload) -> None:
-    """Check a complete upload and save its verdict (`status`, `problem`, `info`, the preview)."""
+    """Check a complete upload and save its verdict (`status`, `problem`, `info`, the preview).
+    Waits for a decoding slot first (`jobs.decoding.decode_slot`)."""
     try:
-        info = _check(upload)
+        with decode_slot():
+            info = _check(upload)
     except UploadRejected as exc:
         upload.status, upload.problem, upload.info = UploadStatus.REFUSED, exc.message, {}
         upload.preview_path.unlink(missing_ok=True)
@@ -86,19 +95,13 @@ def _check_image(upload: Upload) -> dict:
 def check_face(f) -> None:
     """Raise UploadRejected when the face photo `f` (a path or an open file, already checked by
     `check_upload`) shows no face: the check a file sent with the form gets (no JavaScript, the API)."""
-    _faces_or_refuse(_picture(f)[0])
+    with decode_slot():
+        _faces_or_refuse(_picture(f)[0])
 
 
 def _picture(f) -> tuple[Image.Image, int, int]:
     """The photo upright, in RGB, at most CHECK_MAX_SIDE pixels; and its full width and height."""
-    with Image.open(f) as im:
-        width, height = im.size
-        im.draft("RGB", (CHECK_MAX_SIDE, CHECK_MAX_SIDE))  # JPEG: decoded at a fraction of its size
-        picture = ImageOps.exif_transpose(im).convert("RGB")
-    picture.thumbnail((CHECK_MAX_SIDE, CHECK_MAX_SIDE))
-    if hasattr(f, "seek"):
-        f.seek(0)
-    return picture, width, height
+    return small_picture(f, CHECK_MAX_SIDE)
 
 
 def _faces_or_refuse(picture: Image.Image):
@@ -112,30 +115,37 @@ def _faces_or_refuse(picture: Image.Image):
 
 def _check_video(upload: Upload) -> dict:
     try:
-        video = probe_video(upload.path, name=upload.name)
+        # every video stream's picture against the limit, before ffprobe or anything else decodes it
+        video = probe_video(upload.path, name=upload.name, max_pixels=max_pixels())
+    except TargetError as exc:
+        if exc.code == "too_many_pixels":
+            raise too_many_pixels(exc.params["width"], exc.params["height"], "video") from None
+        log.info("upload %s: video refused: %s", upload.id, exc)
+        raise UploadRejected(_("this video cannot be read (it may be damaged or cut off); send the whole file again")) from None
     except Exception as exc:  # noqa: BLE001 - any reason: the worker could not read it either
         log.info("upload %s: video refused: %s", upload.id, exc)
         raise UploadRejected(_("this video cannot be read (it may be damaged or cut off); send the whole file again")) from None
     info = {"media": "video", "width": video.width, "height": video.height,
             "duration": round(video.duration, 3) if video.duration else None,
             "fps": round(float(video.fps), 3) if video.fps else None, "frames": video.estimated_frames}
-    save_poster(upload.path, upload.preview_path, video.duration)
+    save_poster(upload.path, upload.preview_path, video.duration, video.stream_index)
     return info
 
 
-def poster_command(src: str | os.PathLike, out: str | os.PathLike, at_seconds: float) -> list[str]:
-    """ffmpeg's argument list for one frame of `src` at `at_seconds`, scaled to PREVIEW_SIDE, as JPEG."""
-    return ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-ss", f"{at_seconds:.3f}",
-            "-i", f"file:{src}", "-frames:v", "1",
-            "-vf", f"scale='min({PREVIEW_SIDE},iw)':-2", "-f", "image2", "-c:v", "mjpeg", f"file:{out}"]
+def poster_command(src: str | os.PathLike, out: str | os.PathLike, at_seconds: float,
+                   stream_index: int | None = None) -> list[str]:
+    """ffmpeg's argument list for one frame of `src`'s stream `stream_index` (the one the worker
+    reads) at `at_seconds`, scaled to PREVIEW_SIDE, as JPEG: the file protocol and video demuxers
+    only, no picture over the pixel limit (`worker.ffmpeg.input_args`)."""
+    return ff.poster_command(src, out, at_seconds, PREVIEW_SIDE, stream_index, max_pixels())
 
 
-def save_poster(src: Path, out: Path, duration: float | None) -> None:
+def save_poster(src: Path, out: Path, duration: float | None, stream_index: int | None = None) -> None:
     # a second in: the very first frame is often black (a fade-in)
     at = min(1.0, duration / 2) if duration else 0.0
     tmp = out.with_name(out.name + ".part")
     try:
-        subprocess.run(poster_command(src, tmp, at), check=True, timeout=POSTER_TIMEOUT_S,
+        subprocess.run(poster_command(src, tmp, at, stream_index), check=True, timeout=POSTER_TIMEOUT_S,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         os.chmod(tmp, 0o600)
         os.replace(tmp, out)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import posixpath
 import unicodedata
-import warnings
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
@@ -13,6 +12,7 @@ from django.http.multipartparser import MultiPartParser
 from django.utils.translation import gettext as _
 from PIL import Image, UnidentifiedImageError
 
+from jobs.decoding import open_image
 from jobs.errors import UploadRejected
 
 #: first bytes of the video containers the worker reads (mp4/mov: a box type at offset 4)
@@ -106,9 +106,10 @@ class KeepEveryUpload(FileUploadHandler):
 def check_upload(f: UploadedFile, kind: str) -> None:
     """kind: 'image' (source faces) or 'media' (targets: image or video). Raises UploadRejected.
 
-    Images: the pixel count is read from the header and refused over MAX_PIXELS before anything
-    is decoded (decompression bombs), then the file is checked to be complete (truncated copies).
-    Videos are recognised by their container's first bytes only.
+    Images: only the formats the worker reads (`jobs.decoding.ACCEPTED_FORMATS`); the pixel count
+    is read from the header and refused over MEDIA_MAX_PIXELS before anything is decoded
+    (decompression bombs), then the file is checked to be complete (truncated copies).
+    Videos are recognised by their container's first bytes only (their pixels: `jobs.upload_checks`).
     """
     if f.size == 0:
         raise UploadRejected(_("the file is empty (0 bytes); upload it again"))
@@ -122,20 +123,9 @@ def check_upload(f: UploadedFile, kind: str) -> None:
     if kind == "media" and (head[4:8] in _MP4_BOXES or head.startswith(_EBML)):
         return
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # open() reads the header only: the size is known before a single pixel is decoded.
-            with Image.open(f) as im:
-                w, h = im.size
-                if w * h > MAX_PIXELS:
-                    raise _TooBig(w, h)
-                _check_complete(im)
-    except _TooBig as big:
-        raise UploadRejected(_("the image is %(w)sx%(h)s pixels, over the limit of 50 megapixels; scale it down")
-                             % {"w": big.w, "h": big.h}) from None
-    except Image.DecompressionBombError:
-        # Pillow refuses to even open images over twice its own limit; say it in our words.
-        raise UploadRejected(_("the image is over the limit of 50 megapixels; scale it down")) from None
+        # open_image reads the header only: the size is refused before a single pixel is decoded
+        with open_image(f) as im:
+            _check_complete(im)
     except _Truncated:
         raise UploadRejected(_("the image is damaged or cut off (it ends before its last pixel); "
                                "upload the whole file again")) from None
@@ -144,15 +134,6 @@ def check_upload(f: UploadedFile, kind: str) -> None:
         raise UploadRejected(_("this is not %(what)s") % {"what": what}) from None
     finally:
         f.seek(0)
-
-
-#: the largest image accepted (pixels); checked from the header, before decoding
-MAX_PIXELS = 50_000_000
-
-
-class _TooBig(Exception):
-    def __init__(self, w: int, h: int):
-        self.w, self.h = w, h
 
 
 class _Truncated(Exception):
@@ -167,7 +148,7 @@ def _check_complete(im: Image.Image) -> None:
     (chunk checksums through IEND), which decodes nothing.
     """
     try:
-        if im.format == "JPEG":
+        if im.format in ("JPEG", "MPO"):
             im.draft("RGB", (max(1, im.size[0] // 8), max(1, im.size[1] // 8)))
             im.load()
         else:

@@ -245,6 +245,18 @@ UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(2 * 1024**3))  # per file
 # Files sent ahead of Start (jobs.upload_store): one user's unused ones, at most (expiry removes them).
 UPLOADS_PENDING_MAX_FILES = envint("UPLOADS_PENDING_MAX_FILES", "2000")
 UPLOADS_PENDING_MAX_BYTES = envint("UPLOADS_PENDING_MAX_BYTES", str(20 * 1024**3))
+# Pixels, not bytes, are what decoding costs (a 200 KB PNG can hold 7000 x 7000 pixels, 196 MB
+# decoded). The largest photo, or picture of any video stream, the portal and the worker decode:
+# refused from the header before decoding (jobs.decoding; the manifest's engine.max_pixels). The
+# default, the worker's own, takes an 8K frame (33 MP) and 48 MP phone photos.
+from worker.manifest import DEFAULT_MAX_PIXELS as _DEFAULT_MAX_PIXELS  # noqa: E402 - one number, the worker's
+
+MEDIA_MAX_PIXELS = envint("MEDIA_MAX_PIXELS", str(_DEFAULT_MAX_PIXELS))
+# Upload checks that decode at once in one web process (jobs.decoding.decode_slot); more wait their
+# turn. Memory for checks is at most this many decoded photos (~200 MB each at the limit).
+UPLOAD_CHECKS_AT_ONCE = envint("UPLOAD_CHECKS_AT_ONCE", "2")
+if MEDIA_MAX_PIXELS < 1 or UPLOAD_CHECKS_AT_ONCE < 1:
+    raise ImproperlyConfigured("MEDIA_MAX_PIXELS and UPLOAD_CHECKS_AT_ONCE must be at least 1")
 # Start asks the cluster what a target folder holds, to refuse an empty or mistyped one next to its field
 # (jobs.folder_check; a cluster that does not answer never refuses a Start).
 FOLDER_CHECK_ON_START = os.environ.get("FOLDER_CHECK_ON_START", "1") != "0"
@@ -262,7 +274,8 @@ REQUEST_MAX_BYTES = envint("REQUEST_MAX_BYTES", str(16 * 1024**2))
 UPLOAD_REQUEST_MAX_BYTES = envint("UPLOAD_REQUEST_MAX_BYTES", str(4 * 1024**3))
 if not 0 < REQUEST_MAX_BYTES_ANONYMOUS <= REQUEST_MAX_BYTES <= UPLOAD_REQUEST_MAX_BYTES:
     raise ImproperlyConfigured("need 0 < REQUEST_MAX_BYTES_ANONYMOUS <= REQUEST_MAX_BYTES <= UPLOAD_REQUEST_MAX_BYTES")
-#: seconds: an idle connection (between requests, or before the first) is closed
+#: seconds: an idle connection (between requests, or before the first) is closed. Behind nginx it
+#: must be longer than nginx's upstream `keepalive_timeout` (4 s in deploy/nginx/): see there.
 HTTP_KEEP_ALIVE_TIMEOUT = envfloat("HTTP_KEEP_ALIVE_TIMEOUT", "5")
 #: seconds a request's headers may take, from its first byte to the last header
 HTTP_HEADERS_TIMEOUT = envfloat("HTTP_HEADERS_TIMEOUT", "10")

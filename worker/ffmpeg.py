@@ -4,7 +4,16 @@ Nothing here runs a process: `worker.video` does. Choices made once, here, and w
 
 - Every path goes to ffmpeg as `file:<path>` with `-protocol_whitelist file`: a target name such as
   `concat:...` or `http:...` is then just a file name, and a playlist renamed to `.mp4` cannot make
-  ffmpeg open other files or URLs. `parse_probe` also only accepts ordinary video containers.
+  ffmpeg open URLs. `parse_probe` also only accepts ordinary video containers, and every command
+  that decodes a file it was given (`input_args`) names the demuxers it may use
+  (`-format_whitelist`, VIDEO_DEMUXERS): an HLS or concat playlist renamed `.mp4`, which would
+  read another local file through the `file` protocol itself, is refused before it opens anything.
+- Pixels are bounded before they are decoded. `parse_probe` keeps the size of EVERY video stream
+  (cover art and image codecs such as PNG in Matroska included; `VideoInfo.largest_picture`), and
+  the caller refuses a file over its limit (`check_pixels`). ffprobe itself decodes a frame of a
+  stream whose pixel format the header leaves open (a 16000x16000 PNG frame: 1 GB), and a frame can
+  be bigger than its header says: so ffprobe and every decoder also get `-max_pixels`
+  (`max_pixels_args`), and a decoder refuses a bigger picture before allocating it.
 - Frames are decoded with passthrough timing (`-fps_mode passthrough`, `-vsync passthrough` before
   ffmpeg 5.1): every decoded frame comes out exactly once, none duplicated or dropped, also for
   variable-frame-rate phone videos. ffmpeg's default autorotate stays on, so frames arrive upright
@@ -50,6 +59,8 @@ VIDEO_FORMATS = frozenset({
     "mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts", "mpeg", "flv", "asf",
 })
 AAC_ARGS = ["-c:a", "aac", "-b:a", "192k"]
+#: the demuxers a decoding command may use: those of VIDEO_FORMATS (`-format_whitelist`)
+VIDEO_DEMUXERS = ",".join(sorted({name for names in VIDEO_FORMATS for name in names.split(",")}))
 
 
 def container_for(name: str) -> str:
@@ -81,19 +92,52 @@ def pix_fmt_for(width: int, height: int) -> str:
     return "yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p"
 
 
-def probe_command(path: Any) -> list[str]:
-    return [FFPROBE, "-v", "error", "-protocol_whitelist", "file",
+def decoder_pixel_cap(max_pixels: int) -> int:
+    """The `-max_pixels` given to ffmpeg's decoders for a limit of `max_pixels`. A decoder counts a
+    frame's width rounded up to its memory alignment (64 pixels at most), so the cap is an eighth
+    above the limit: no frame of a width over 504 that `check_pixels` admits is refused by ffmpeg,
+    and no decoder ever holds much more than the limit."""
+    return max_pixels + max_pixels // 8
+
+
+def max_pixels_args(max_pixels: int | None) -> list[str]:
+    """Decoder options (before `-i`) that refuse a picture over `max_pixels` before allocating it."""
+    return [] if max_pixels is None else ["-max_pixels", str(decoder_pixel_cap(max_pixels))]
+
+
+def input_args(path: Any, max_pixels: int | None = None) -> list[str]:
+    """`-i` for a file this command decodes: the `file` protocol only, ordinary video demuxers
+    only, and (with `max_pixels`) no picture over the limit."""
+    return ["-protocol_whitelist", "file", "-format_whitelist", VIDEO_DEMUXERS, *max_pixels_args(max_pixels),
+            "-i", file_url(path)]
+
+
+def probe_command(path: Any, max_pixels: int | None = None) -> list[str]:
+    # No -format_whitelist here: the probe decides what a file is ("a still image, not a video")
+    # and parse_probe refuses anything but VIDEO_FORMATS; only headers and one frame are read.
+    return [FFPROBE, "-v", "error", "-protocol_whitelist", "file", *max_pixels_args(max_pixels),
             "-print_format", "json", "-show_streams", "-show_format", file_url(path)]
 
 
 def decode_command(path: Any, stream_index: int, version: tuple[int, int] | None = None,
-                   gpu: int | None = None) -> list[str]:
+                   gpu: int | None = None, max_pixels: int | None = None) -> list[str]:
     """Raw BGR frames of one video stream on stdout, upright, each decoded frame exactly once.
-    `gpu`: decode on that CUDA device (NVDEC), the frames copied back to memory."""
+    `gpu`: decode on that CUDA device (NVDEC), the frames copied back to memory. `max_pixels`:
+    a frame bigger than that is refused by the decoder (`max_pixels_args`)."""
     hw = ["-hwaccel", "cuda", "-hwaccel_device", str(gpu)] if gpu is not None else []
-    return [FFMPEG, "-nostdin", "-v", "error", *hw, "-protocol_whitelist", "file", "-i", file_url(path),
+    return [FFMPEG, "-nostdin", "-v", "error", *hw, *input_args(path, max_pixels),
             "-map", f"0:{stream_index}", *passthrough_args(version),
             "-f", "rawvideo", "-pix_fmt", "bgr24", "-"]
+
+
+def poster_command(path: Any, out: Any, at_seconds: float, side: int, stream_index: int | None = None,
+                   max_pixels: int | None = None) -> list[str]:
+    """One frame of `path` at `at_seconds` (of stream `stream_index`; None: ffmpeg's choice), at
+    most `side` pixels wide, written to `out` as JPEG."""
+    stream = ["-map", f"0:{stream_index}"] if stream_index is not None else []
+    return [FFMPEG, "-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-ss", f"{at_seconds:.3f}",
+            *input_args(path, max_pixels), *stream, "-frames:v", "1",
+            "-vf", f"scale='min({side},iw)':-2", "-f", "image2", "-c:v", "mjpeg", file_url(out)]
 
 
 def encoder_args(nvenc_gpu: int | None = None, version: tuple[int, int] | None = None) -> list[str]:
@@ -138,7 +182,7 @@ def mux_command(video_path: Any, source_path: Any, out_path: Any, container: str
     `metadata`: output options that tag the container (the provenance label, `worker.provenance`)."""
     cmd = [FFMPEG, "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file", "-i", file_url(video_path)]
     if audio is not None:
-        cmd += ["-protocol_whitelist", "file", "-i", file_url(source_path)]
+        cmd += input_args(source_path)
     cmd += ["-map", "0:v:0"]
     if audio is not None:
         cmd += ["-map", "1:a?", *audio]
@@ -195,6 +239,20 @@ def _rotation(stream: dict) -> int:
             return int(round(float(side["rotation"]))) % 360
     rotate = (stream.get("tags") or {}).get("rotate")  # ffprobe before 5.0
     return int(round(float(rotate))) % 360 if rotate else 0
+
+
+#: what ffmpeg writes when `-max_pixels` made a decoder refuse a picture (the stream then has no size)
+_REFUSED_PICTURE = re.compile(r"Picture size (\d+)x(\d+) exceeds")
+
+
+def largest_picture(data: dict, stderr: str = "") -> tuple[int, int]:
+    """(width, height) of the biggest picture in a file: of every video stream in `probe_command`'s
+    JSON (cover art and image codecs included), and of any picture a decoder refused for
+    `-max_pixels`, as its `stderr` says. (0, 0) when there is none."""
+    sizes = [(int(s.get("width") or 0), int(s.get("height") or 0))
+             for s in data.get("streams") or [] if s.get("codec_type") == "video"]
+    sizes += [(int(w), int(h)) for w, h in _REFUSED_PICTURE.findall(stderr)]
+    return max(sizes, key=lambda size: size[0] * size[1], default=(0, 0))
 
 
 def parse_probe(data: dict, name: str) -> VideoInfo:

@@ -55,6 +55,15 @@ def require_nonempty_file(path: str | os.PathLike, name: str | None = None) -> P
     return path
 
 
+def pixel_limit_error(name: str, width: int, height: int, max_pixels: int) -> TargetError:
+    """The error of a photo, or of a video's picture, over `max_pixels` (code `too_many_pixels`)."""
+    return TargetError(
+        f"{name} is {width}x{height} = {width * height / 1e6:.0f} megapixels, over the limit of "
+        f"{max_pixels / 1e6:.0f} megapixels; scale it down and try again",
+        "too_many_pixels", name=name, megapixels=round(width * height / 1e6), limit=round(max_pixels / 1e6),
+        width=width, height=height)
+
+
 def load_image(path: str | os.PathLike, max_pixels: int, name: str | None = None) -> LoadedImage:
     """`name`: the image's name in messages (default: `path`'s own; see `worker.targetfile`)."""
     path = require_nonempty_file(path, name)
@@ -71,10 +80,7 @@ def load_image(path: str | os.PathLike, max_pixels: int, name: str | None = None
     with im:
         w, h = im.size
         if w * h > max_pixels:
-            raise TargetError(
-                f"{name} is {w}x{h} = {w * h / 1e6:.0f} megapixels, over the limit of "
-                f"{max_pixels / 1e6:.0f} megapixels; scale it down and try again",
-                "too_many_pixels", name=name, megapixels=round(w * h / 1e6), limit=round(max_pixels / 1e6))
+            raise pixel_limit_error(name, w, h, max_pixels)
         fmt = im.format or ""
         try:
             im.load()

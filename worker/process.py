@@ -276,11 +276,8 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
     if output_name_for_video(output.name) != output.name:
         raise TargetError(f"H.264 video cannot be stored as {output.suffix}; name the output "
                           f"{output_name_for_video(output.name)}")
-    info = probe_video(target, name)
-    limit = swapper.options.max_pixels
-    if info.width * info.height > limit:
-        raise TargetError(f"{name} is {info.width}x{info.height}, over the limit of {limit / 1e6:.0f} "
-                          f"megapixels per frame; scale it down and try again")
+    # refused (too big, not a video) before the engine's video state is made; process_video checks again
+    probe_video(target, name, swapper.options.max_pixels)
     state = swapper.video_state() if hasattr(swapper, "video_state") else None
     engine = getattr(swapper, "engine", None)
     res = process_video(
@@ -297,6 +294,7 @@ def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, nam
         gpu=getattr(engine, "gpu", None),
         inference_seconds=getattr(engine, "inference_seconds", None),
         cancel=cancel,
+        max_pixels=swapper.options.max_pixels,
     )
     # A video's faces are the most seen in one frame (people on screen at once), not detections x
     # frames: a 4 s clip of one person is "1 person", not "100 faces".

@@ -32,7 +32,7 @@ import numpy as np
 from . import ffmpeg as ff
 from . import hwcodec
 from .errors import TargetError
-from .imageio import part_path, require_nonempty_file
+from .imageio import part_path, pixel_limit_error, require_nonempty_file
 from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
 from .pipeline import EncoderGone, FramePipe, StageTimes, check_frame, handed_over, widen_pipe
 from .signals import Terminated
@@ -91,14 +91,23 @@ def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
         raise TargetError(f"{cmd[0]} took longer than {timeout:.0f} s and was stopped") from None
 
 
-def probe_video(path: str | os.PathLike, name: str | None = None) -> VideoInfo:
+def probe_video(path: str | os.PathLike, name: str | None = None, max_pixels: int | None = None) -> VideoInfo:
     """Read a video's size, rate, frame count, audio and rotation; TargetError in plain words for
     missing, empty, truncated or non-video files. `name`: the video's name in messages (default:
-    `path`'s own; see `worker.targetfile`)."""
+    `path`'s own; see `worker.targetfile`). `max_pixels`: TargetError `too_many_pixels` when any
+    video stream's picture is bigger (nothing over it is decoded, not even by ffprobe)."""
     path = require_nonempty_file(path, name)
     name = name or path.name
-    proc = _run(ff.probe_command(path.absolute()), PROBE_TIMEOUT_S)
+    proc = _run(ff.probe_command(path.absolute(), max_pixels), PROBE_TIMEOUT_S)
     err = proc.stderr.decode("utf-8", "replace").replace(ff.file_url(path.absolute()) + ": ", "")
+    if max_pixels is not None:
+        try:
+            data = json.loads(proc.stdout or b"{}")
+        except json.JSONDecodeError:
+            data = {}
+        width, height = ff.largest_picture(data, err)
+        if width * height > max_pixels:
+            raise pixel_limit_error(name, width, height, max_pixels)
     if proc.returncode != 0:
         if "moov atom not found" in err and _looks_like_mp4(path):
             raise TargetError(f"{name} is truncated or damaged (its index is missing, typical of an "
@@ -125,7 +134,7 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
                   on_progress: ProgressFn | None = None, name: str | None = None,
                   poster: str | os.PathLike | None = None, label: dict | None = None, gpu: int | None = None,
                   inference_seconds: Callable[[], float] | None = None,
-                  cancel: threading.Event | None = None) -> VideoResult:
+                  cancel: threading.Event | None = None, max_pixels: int | None = None) -> VideoResult:
     """Write `src` with every frame replaced by `frame_fn(frame)[0]` to `dst` (.mp4/.mov/.mkv).
 
     `frame_fn(bgr)` gets a writable uint8 (H, W, 3) BGR array, upright, and returns (frame of the
@@ -143,12 +152,14 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
     `gpu`: the CUDA device the faces run on: ffmpeg decodes and encodes there too where it can
     (`worker.hwcodec`). `inference_seconds()`: the engine's running total of model time, for the
     stage times (`VideoResult.stages`). `cancel`: once set, the video stops at its next frame with
-    `worker.signals.Terminated` (a task's other GPU threads, `worker.gpus`).
+    `worker.signals.Terminated` (a task's other GPU threads, `worker.gpus`). `max_pixels`: a
+    video with a bigger picture in any stream is refused before a frame is decoded, and a frame
+    bigger than its header said stops the decoder (`worker.ffmpeg.max_pixels_args`).
     """
     src, dst = Path(src), Path(dst)
     name = name or src.name
     container = ff.container_for(dst.name)  # before any work: a wrong name is the caller's bug
-    info = probe_video(src, name)
+    info = probe_video(src, name, max_pixels)
     part = part_path(dst)
     with tempfile.TemporaryDirectory(prefix="video-", dir=tmp_root) as tmp:
         try:
@@ -156,7 +167,7 @@ def process_video(src: str | os.PathLike, dst: str | os.PathLike, frame_fn: Fram
             codecs = hwcodec.codecs_for(gpu)
             run = functools.partial(_transcode, src.absolute(), video, info, frame_fn, Path(tmp),
                                     max(1, int(progress_every)), on_progress, name, Path(poster) if poster else None,
-                                    inference_seconds=inference_seconds, cancel=cancel)
+                                    inference_seconds=inference_seconds, cancel=cancel, max_pixels=max_pixels)
             try:
                 frames, counts, stages = run(codecs)
             except TargetError:
@@ -217,7 +228,8 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
                progress_every: int, on_progress: ProgressFn | None, name: str,
                poster: Path | None, codecs: hwcodec.Codecs, *,
                inference_seconds: Callable[[], float] | None = None,
-               cancel: threading.Event | None = None) -> tuple[int, FaceCounts, StageTimes]:
+               cancel: threading.Event | None = None,
+               max_pixels: int | None = None) -> tuple[int, FaceCounts, StageTimes]:
     version = ffmpeg_version()
     shape = (info.height, info.width, 3)
     total = info.estimated_frames
@@ -230,7 +242,8 @@ def _transcode(src: Path, out: Path, info: VideoInfo, frame_fn: FrameFn, tmp: Pa
     with open(tmp / "decode.log", "w+b") as dec_log, open(tmp / "encode.log", "w+b") as enc_log:
         try:
             try:
-                dec = subprocess.Popen(ff.decode_command(src, info.stream_index, version, gpu=codecs.decode_gpu),
+                dec = subprocess.Popen(ff.decode_command(src, info.stream_index, version, gpu=codecs.decode_gpu,
+                                                         max_pixels=max_pixels),
                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=dec_log)
                 enc = subprocess.Popen(ff.encode_command(info.width, info.height, info.fps, out, sar=info.sar,
                                                          version=version, nvenc_gpu=codecs.encode_gpu),

@@ -16,15 +16,12 @@ import cluster
 from worker.layout import JobFolder
 from worker.manifest import VIDEO_EXTENSIONS
 
+from jobs.decoding import max_pixels
 from jobs.live.protocol import Publisher
 from jobs.models import Job, Target
 from jobs.models.job import OK_TARGET_STATUSES, is_video_name
 
 log = logging.getLogger(__name__)
-
-#: refuse to decode images bigger than this for a thumbnail (the worker's own limit)
-MAX_PIXELS = 50_000_000
-
 
 def make_thumbnail(src_path: str, dst_path: str, size: int = 320) -> bool:
     """Write a JPEG thumbnail of `src_path` (at most `size` pixels on its long side) to `dst_path`.
@@ -42,7 +39,7 @@ def make_thumbnail(src_path: str, dst_path: str, size: int = 320) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # DecompressionBombWarning etc.: decided below
             with Image.open(src_path) as im:
-                if im.width * im.height > MAX_PIXELS:
+                if im.width * im.height > max_pixels():  # the worker's limit: an output is no bigger
                     return False
                 im.draft("RGB", (size * 2, size * 2))  # JPEG: decode at a reduced scale, much faster
                 im = ImageOps.exif_transpose(im)
@@ -72,12 +69,12 @@ def make_video_poster(src_path: str, dst_path: str) -> bool:
 
     dst = Path(dst_path)
     try:
-        duration = probe_video(src_path).duration
+        video = probe_video(src_path, max_pixels=max_pixels())
         dst.parent.mkdir(parents=True, exist_ok=True)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.info("no poster for %s: %s", src_path, exc)
         return False
-    save_poster(Path(src_path), dst, duration)
+    save_poster(Path(src_path), dst, video.duration, video.stream_index)
     return dst.is_file()
 
 

@@ -78,3 +78,50 @@ def png_bomb(path: Path, side: int = 10000) -> Path:
     ihdr = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", body) + chunk(b"IEND", b""))
     return path
+
+
+def solid_png(path: Path, width: int, height: int, colour: tuple[int, ...] = (40, 90, 160, 255)) -> Path:
+    """A real PNG of one colour (RGBA, or grey for one value): a few hundred KB on disk whatever its
+    size, width x height x len(colour) bytes decoded. Made in a fraction of a second: the rows after
+    the first are all "same as above" (filter Up), compressed once per block of rows and repeated
+    (each block starts a fresh deflate stream after a full flush, so every block's bytes are equal)."""
+    channels = len(colour)
+    first = b"\x01" + bytes(colour) + bytes((width - 1) * channels)  # Sub: the colour, then "as left"
+    row = b"\x02" + bytes(width * channels)  # Up: as above
+    per_block = max(1, (8 << 20) // len(row))
+
+    def raw_deflate(data: bytes) -> bytes:
+        comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+        return comp.compress(data) + comp.flush(zlib.Z_FULL_FLUSH)
+
+    blocks, rest = divmod(height - 1, per_block)
+    block = raw_deflate(row * per_block)
+    adler = zlib.adler32(first)
+    for _ in range(blocks):
+        adler = zlib.adler32(row * per_block, adler)
+    adler = zlib.adler32(row * rest, adler)
+    final = zlib.compressobj(9, zlib.DEFLATED, -15).flush(zlib.Z_FINISH)  # an empty last block
+    body = (b"\x78\xda" + raw_deflate(first) + block * blocks + raw_deflate(row * rest) + final
+            + struct.pack(">I", adler & 0xFFFFFFFF))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    colour_type = {1: 0, 3: 2, 4: 6}[channels]
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", body) + chunk(b"IEND", b""))
+    return path
+
+
+def png_in_mkv(path: Path, side: int) -> Path:
+    """A one-frame Matroska video whose frame is a side x side grey PNG (the PNG stream copied, not
+    re-encoded; ffmpeg decodes it once here to learn its size: side^2 bytes)."""
+    import subprocess
+
+    frame = solid_png(path.with_suffix(".frame.png"), side, side, (120,))
+    try:
+        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-framerate", "1", "-i", f"file:{frame}",
+                        "-c:v", "copy", "-f", "matroska", f"file:{path}"], check=True)
+    finally:
+        frame.unlink()
+    return path

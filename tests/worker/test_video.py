@@ -33,9 +33,10 @@ def test_it_builds_the_probe_command():
 
 def test_it_builds_the_decode_command_for_old_and_new_ffmpeg():
     assert ff.decode_command("/in/a.mp4", 1, (5, 1)) == [
-        "ffmpeg", "-nostdin", "-v", "error", "-protocol_whitelist", "file", "-i", "file:/in/a.mp4",
+        "ffmpeg", "-nostdin", "-v", "error", "-protocol_whitelist", "file",
+        "-format_whitelist", "3g2,3gp,asf,avi,flv,m4a,matroska,mj2,mov,mp4,mpeg,mpegts,webm", "-i", "file:/in/a.mp4",
         "-map", "0:1", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "bgr24", "-"]
-    assert ff.decode_command("/in/a.mp4", 0, (4, 4))[9:12] == ["0:0", "-vsync", "passthrough"]
+    assert ff.decode_command("/in/a.mp4", 0, (4, 4))[11:14] == ["0:0", "-vsync", "passthrough"]
     assert ff.passthrough_args(None) == ["-fps_mode", "passthrough"]  # git builds are recent
 
 
@@ -60,7 +61,8 @@ def test_it_encodes_odd_sizes_444_and_keeps_the_aspect_ratio():
 def test_it_builds_the_mux_command():
     assert ff.mux_command("/t/v.mp4", "/in/a.mov", "/t/out.mp4", "mp4", ["-c:a", "copy"]) == [
         "ffmpeg", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file", "-i", "file:/t/v.mp4",
-        "-protocol_whitelist", "file", "-i", "file:/in/a.mov", "-map", "0:v:0", "-map", "1:a?", "-c:a", "copy",
+        "-protocol_whitelist", "file", "-format_whitelist", ff.VIDEO_DEMUXERS, "-i", "file:/in/a.mov",
+        "-map", "0:v:0", "-map", "1:a?", "-c:a", "copy",
         "-c:v", "copy", "-movflags", "+faststart", "-f", "mp4", "file:/t/out.mp4"]
     assert ff.mux_command("/t/v.mp4", "/in/a.mkv", "/t/out.mkv", "matroska", None) == [
         "ffmpeg", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file", "-i", "file:/t/v.mp4",
