@@ -21,6 +21,15 @@ from .errors import TargetError
 Image.MAX_IMAGE_PIXELS = None
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 
+#: an output's format by its extension (Pillow's names); any other extension is written as PNG
+FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".bmp": "BMP", ".tif": "TIFF",
+           ".tiff": "TIFF"}
+
+
+def format_for(path: str | os.PathLike) -> str:
+    """The format an image named `path` is written in (by its extension)."""
+    return FORMATS.get(Path(path).suffix.lower(), "PNG")
+
 
 @dataclass
 class LoadedImage:
@@ -130,10 +139,13 @@ def save_image(path: str | os.PathLike, bgr: np.ndarray, alpha: np.ndarray | Non
                label: dict | None = None) -> None:
     """Write next to a temp name then rename, so a killed task never leaves half an output.
 
-    The format follows the output's extension; alpha is re-attached where the format keeps it.
-    `label`: the provenance label (`worker.provenance`), added before the rename, so no output is
-    ever seen (or kept by a retried task) without it.
+    The format follows the output's extension (`format_for`); alpha is re-attached where the
+    format keeps it. `label`: the provenance label (`worker.provenance`), added before the rename,
+    so no output is ever seen (or kept by a retried task) without it; ValueError for a format
+    that has no place for it (BMP).
     """
+    from .provenance import LABELLED_FORMATS, save_args, write_label
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     rgb = np.ascontiguousarray(bgr[:, :, ::-1])
@@ -142,14 +154,16 @@ def save_image(path: str | os.PathLike, bgr: np.ndarray, alpha: np.ndarray | Non
         im = Image.fromarray(np.dstack([rgb, alpha]), "RGBA")
     else:
         im = Image.fromarray(rgb, "RGB")
-    fmt = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".bmp": "BMP", ".tif": "TIFF", ".tiff": "TIFF"}.get(ext, "PNG")
+    fmt = format_for(path)
     params = {"quality": 95} if fmt in ("JPEG", "WEBP") else {}
+    if label:
+        if fmt not in LABELLED_FORMATS:
+            raise ValueError(f"a {fmt} output cannot carry the provenance label: write it as PNG")
+        params.update(save_args(fmt, label))  # WebP, TIFF: written with the pixels
     tmp = part_path(path)
     try:
         im.save(tmp, format=fmt, **params)
-        if label:
-            from .provenance import write_label
-
+        if label and fmt in ("JPEG", "PNG"):
             write_label(tmp, label)
         os.replace(tmp, path)
     except BaseException:

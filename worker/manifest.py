@@ -312,9 +312,22 @@ def check_output_name(name: Any, what: str = "output name") -> None:
 
 def default_output_name(target_path: str) -> str:
     """The output's name for a target: its file name, except videos whose container cannot hold
-    H.264 (WebM) are written as .mp4."""
+    H.264 (WebM) are written as .mp4, and photos whose format cannot hold the provenance label
+    (BMP) as .png."""
     name = PurePosixPath(target_path).name
-    return output_name_for_video(name) if name.lower().endswith(VIDEO_EXTENSIONS) else name
+    return output_name_for_video(name) if name.lower().endswith(VIDEO_EXTENSIONS) else output_name_for_image(name)
+
+
+#: photo extensions whose format has no place for the provenance label (`worker.provenance`):
+#: their outputs are written as PNG
+UNLABELLED_EXTENSIONS = (".bmp",)
+
+
+def output_name_for_image(name: str) -> str:
+    """The output name for a photo target: `.bmp` becomes `.png` (BMP has no place for the
+    provenance label); other names stay. Two targets `a.bmp` and `a.png` would collide."""
+    p = PurePosixPath(name)
+    return str(p.with_suffix(".png")) if p.suffix.lower() in UNLABELLED_EXTENSIONS else name
 
 
 def output_name_for_video(name: str) -> str:

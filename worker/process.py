@@ -18,8 +18,8 @@ import numpy as np
 
 from .engines.base import Engine, Face, Identity
 from .errors import TargetError
-from .imageio import load_image, part_path, save_image
-from .manifest import VIDEO_EXTENSIONS, EngineOptions
+from .imageio import format_for, load_image, part_path, save_image
+from .manifest import VIDEO_EXTENSIONS, EngineOptions, output_name_for_image
 from .pipeline import Later
 from .selection import select_faces
 from .tracking import SteadyFaces, decide
@@ -238,6 +238,9 @@ PROFILE_LEFT = "a face in profile was left as is"
 
 
 def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> Outcome:
+    if output_name_for_image(output.name) != output.name:  # the portal never names one so
+        raise TargetError(f"a {output.suffix} output cannot carry the provenance label; name the output "
+                          f"{output_name_for_image(output.name)}")
     img = load_image(target, swapper.options.max_pixels, name)
     engine = getattr(swapper, "engine", None)
     if hasattr(engine, "last_left_as_is"):
@@ -248,14 +251,19 @@ def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> O
     left = getattr(engine, "last_left_as_is", 0)
     profile = {"code": "profile_left", "params": {"left": left}} if left else {}
     if swapped == 0:
-        # FaceFusion's behaviour: no face -> the output is the unchanged input (byte for byte).
-        output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = part_path(output)
-        try:
-            shutil.copyfile(target, tmp)
-            os.replace(tmp, output)
-        finally:
-            tmp.unlink(missing_ok=True)
+        # FaceFusion's behaviour: no face -> the output is the unchanged input (byte for byte), or
+        # its pixels in the output's format where that differs (a BMP target's output is a PNG).
+        # Unlabelled either way: nothing was modified.
+        if {"MPO": "JPEG"}.get(img.format, img.format) == format_for(output):
+            output.parent.mkdir(parents=True, exist_ok=True)
+            tmp = part_path(output)
+            try:
+                shutil.copyfile(target, tmp)
+                os.replace(tmp, output)
+            finally:
+                tmp.unlink(missing_ok=True)
+        else:
+            save_image(output, img.bgr, img.alpha)
         what = "no face found" if found == 0 else f"{found} face(s) found, none matched the reference face"
         if left:
             return Outcome(status="no_face", faces_found=found, message=f"{PROFILE_LEFT}{note}", **profile)

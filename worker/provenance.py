@@ -8,12 +8,15 @@ The label is a small JSON object, `{"generator": "FaceFusion Portal", "modified"
   type "composite with trained algorithmic media" and `dc:description`, which exiftool, Photoshop
   and the content-credential checkers read.
 - PNG: the same packet in an iTXt chunk with the keyword `XML:com.adobe.xmp`, right after IHDR.
+- WebP: the same packet in the RIFF container's `XMP ` chunk (the extended format, `VP8X`, flags
+  it), and TIFF: in tag 700 (XMP), both written by Pillow with the pixels (`save_args`).
 - Videos: the container's `comment` tag, set while the audio is muxed (`metadata_args`, for
   `worker.ffmpeg.mux_command`); `ffprobe -show_format` shows it.
 
-Other image formats (WebP, BMP, TIFF) are written unlabelled: BMP has no place for it, and the
-others are rare enough as outputs that a re-encode through Pillow is not worth its risk here. An
-output that is the unchanged input (no face found) is not labelled either: it was not modified.
+BMP has no place for metadata: a BMP target's output is a PNG (`worker.manifest.default_output_name`
+names it so, and `worker.process` refuses to write a BMP), so every output the worker writes is
+labelled (LABELLED_FORMATS). An output that is the unchanged input (no face found) is not
+labelled: it was not modified.
 
 `read_label(path)` reads the label back (tests, and anyone checking an output); `draw_watermark`
 adds the optional visible watermark a template asks for. Plain Python and OpenCV; no Django.
@@ -40,6 +43,10 @@ DIGITAL_SOURCE_TYPE = "http://cv.iptc.org/newscodes/digitalsourcetype/compositeW
 MAX_SEGMENT = 65533
 #: the watermark's longest text: a corner stamp, not a caption
 WATERMARK_MAX_CHARS = 60
+#: the image formats (Pillow's names) an output can be written in, each with the label in it
+LABELLED_FORMATS = ("JPEG", "PNG", "WEBP", "TIFF")
+#: TIFF's tag for an XMP packet
+TIFF_XMP_TAG = 700
 
 
 def label_for(job: str) -> dict[str, str]:
@@ -74,10 +81,21 @@ def metadata_args(label: dict[str, Any] | None) -> list[str]:
 
 # ---- writing -------------------------------------------------------------------------------------
 
+def save_args(fmt: str, label: dict[str, Any]) -> dict[str, Any]:
+    """Pillow `save` options that write `label` with the pixels, for the formats labelled that way
+    (WebP, TIFF); {} for JPEG and PNG, which `write_label` labels after they are written."""
+    if fmt == "WEBP":
+        return {"xmp": xmp_packet(label)}
+    if fmt == "TIFF":
+        return {"tiffinfo": {TIFF_XMP_TAG: xmp_packet(label)}}
+    return {}
+
+
 def write_label(path: str | os.PathLike, label: dict[str, Any]) -> bool:
     """Add `label` to the image at `path` in place (atomically: temp file + rename).
 
-    True when written; False for a format this module does not label (WebP, BMP, TIFF, ...).
+    True when written; False for other formats (WebP and TIFF are labelled as they are written,
+    `save_args`; BMP cannot be).
     Raises OSError when the file cannot be read or replaced (the caller decides what that costs)."""
     path = Path(path)
     data = path.read_bytes()
@@ -179,22 +197,48 @@ def _label_from_packet(packet: bytes) -> dict | None:
 
 
 def read_label(path: str | os.PathLike) -> dict | None:
-    """The provenance label of an output (JPEG, PNG or video), or None when it carries none."""
+    """The provenance label of an output (JPEG, PNG, WebP, TIFF or video), or None when it carries none."""
     path = Path(path)
     with open(path, "rb") as fh:
-        head = fh.read(8)
+        head = fh.read(12)
     if head[:2] == b"\xff\xd8":
         data = path.read_bytes()
         for _offset, marker, body in _jpeg_segments(data):
             if marker == 0xE1 and body.startswith(XMP_NAMESPACE):
                 return _label_from_packet(body[len(XMP_NAMESPACE):])
         return None
-    if head == PNG_SIGNATURE:
+    if head[:8] == PNG_SIGNATURE:
         for _start, kind, body, _end in _png_chunks(path.read_bytes()):
             if kind == b"iTXt" and body.startswith(PNG_XMP_KEYWORD + b"\x00"):
                 return _label_from_packet(body)
         return None
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        for kind, body in _riff_chunks(path.read_bytes()):
+            if kind == b"XMP ":
+                return _label_from_packet(body)
+        return None
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return _tiff_label(path)
     return _video_label(path)
+
+
+def _riff_chunks(data: bytes):
+    """(fourcc, payload) of each chunk of a RIFF file (WebP); chunks are padded to an even size."""
+    pos = 12
+    while pos + 8 <= len(data):
+        kind, (length,) = data[pos:pos + 4], struct.unpack("<I", data[pos + 4:pos + 8])
+        yield kind, data[pos + 8:pos + 8 + length]
+        pos += 8 + length + (length & 1)
+
+
+def _tiff_label(path: Path) -> dict | None:
+    from PIL import Image  # reads the first directory (the tags) only; no pixel is decoded
+
+    with Image.open(path) as im:
+        packet = im.tag_v2.get(TIFF_XMP_TAG)
+    if isinstance(packet, str):
+        packet = packet.encode("utf-8")
+    return _label_from_packet(packet) if isinstance(packet, bytes) else None
 
 
 def _video_label(path: Path) -> dict | None:

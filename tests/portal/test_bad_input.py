@@ -387,6 +387,28 @@ def test_odd_folder_file_names_get_short_plain_output_names(owner, template, jpe
     assert job.targets.get(name="evil.jpg").cluster_path == f"{shoot}/\u202eevil.jpg"
 
 
+def test_the_manifest_carries_the_pixel_limit_and_bmp_targets_get_labelled_png_outputs(
+        owner, template, jpeg_bytes, fake_cluster, storage, settings):
+    """The worker refuses what the upload check refuses (MEDIA_MAX_PIXELS); a BMP, which has no
+    place for the provenance label, is written as a PNG, in a folder and uploaded alike."""
+    settings.MEDIA_MAX_PIXELS = 12_000_000
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 48), "red").save(buf, "BMP")
+    shoot = storage / "shoot"
+    shoot.mkdir()
+    (shoot / "scan.bmp").write_bytes(buf.getvalue())
+    (shoot / "a.jpg").write_bytes(jpeg_bytes)
+    runner = fake_cluster(FolderRunner())
+    job = folder_job(owner, template, jpeg_bytes, shoot)
+    assert submit_job(str(job.id)) == "4242"
+    manifest = Manifest.from_dict(json.loads(runner.written[job.folder.manifest]))
+    assert manifest.engine.max_pixels == 12_000_000
+    assert sorted(t.output for t in manifest.targets) == ["a.jpg", "scan.png"]
+    sent = start_job(user=owner, template=template, sources=[upload("face.jpg", jpeg_bytes)], consent=True,
+                     target_files=[upload("Scan.BMP", buf.getvalue(), "image/bmp")])
+    assert [(t.name, t.output_name) for t in sent.targets.all()] == [("Scan.BMP", "Scan.png")]
+
+
 # --- file names with shell metacharacters, quotes, newlines, unicode ------------------------------
 
 NASTY = 'a"; rm -rf ~ $(touch PWNED) `id`\n名字\'s.jpg'

@@ -16,7 +16,8 @@ from tests.worker import photos
 from worker import ffmpeg as ff
 from worker.errors import ManifestError
 from worker.imageio import save_image
-from worker.manifest import EngineOptions, Manifest, Target
+from worker.manifest import EngineOptions, Manifest, Target, default_output_name
+from worker.process import process_target
 from worker.progress import read_progress_dir
 from worker.provenance import draw_watermark, label_for, metadata_args, read_label, write_label
 from worker.video import process_video
@@ -70,10 +71,72 @@ def test_a_png_output_carries_the_label_in_an_itxt_chunk_and_keeps_its_alpha(tmp
     assert (pixels(tmp_path / "out.png")[..., 3] == 200).all()
 
 
-def test_formats_without_a_place_for_the_label_are_left_as_they_are(tmp_path):
-    save_image(tmp_path / "out.bmp", photos.astronaut(), label=LABEL)
-    assert read_label(tmp_path / "out.bmp") is None
-    assert write_label(tmp_path / "out.bmp", LABEL) is False
+@pytest.mark.parametrize("name, fmt", [("out.webp", "WEBP"), ("out.tif", "TIFF"), ("out.tiff", "TIFF")])
+def test_webp_and_tiff_outputs_carry_the_label_in_xmp(tmp_path, name, fmt):
+    rgb = photos.astronaut()
+    alpha = np.full(rgb.shape[:2], 200, np.uint8)
+    save_image(tmp_path / name, rgb, alpha, label=LABEL)
+    assert read_label(tmp_path / name) == LABEL
+    with Image.open(tmp_path / name) as im:
+        im.load()
+        assert (im.format, im.mode) == (fmt, "RGBA")
+    assert (pixels(tmp_path / name)[..., 3] == 200).all()
+    save_image(tmp_path / f"plain-{name}", rgb)
+    assert read_label(tmp_path / f"plain-{name}") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, f"plain-{name}"])  # no temp files left
+
+
+def test_a_bmp_which_has_no_place_for_the_label_is_never_written_labelled(tmp_path):
+    with pytest.raises(ValueError, match="BMP output cannot carry the provenance label"):
+        save_image(tmp_path / "out.bmp", photos.astronaut(), label=LABEL)
+    assert list(tmp_path.iterdir()) == []
+    save_image(tmp_path / "plain.bmp", photos.astronaut())  # unlabelled, as an unchanged input may be
+    assert read_label(tmp_path / "plain.bmp") is None and write_label(tmp_path / "plain.bmp", LABEL) is False
+    assert [default_output_name(n) for n in ("scan.bmp", "shoot/Scan.BMP", "a.webp", "b.tif", "c.jpeg")] == [
+        "scan.png", "Scan.png", "a.webp", "b.tif", "c.jpeg"]
+
+
+class _Swapper:
+    """A stand-in swapper: brightens the whole photo when `faces`, else finds none."""
+
+    def __init__(self, faces: int):
+        self.faces, self.label, self.options = faces, LABEL, EngineOptions(name="classic")
+
+    def swap_frame(self, image, steady=None):
+        return (np.clip(image.astype(int) + 40, 0, 255).astype(np.uint8), 1, 1) if self.faces else (image, 0, 0)
+
+
+@pytest.mark.parametrize("target", ["a.jpg", "a.jpeg", "a.png", "a.webp", "a.tif", "a.tiff", "a.bmp"])
+def test_every_format_the_worker_writes_carries_the_label(tmp_path, target):
+    """A photo of each format the worker reads, processed: its output (a BMP's is a PNG) reads back labelled."""
+    src = tmp_path / target
+    Image.fromarray(photos.astronaut()[:, :, ::-1]).save(src)
+    out = tmp_path / "out" / default_output_name(target)
+    outcome = process_target(_Swapper(faces=1), src, out)
+    assert outcome.status == "done", outcome.message
+    assert read_label(out) == LABEL
+    with Image.open(out) as im:
+        assert im.format == {"a.bmp": "PNG"}.get(target, Image.open(src).format)
+
+
+def test_a_bmp_without_a_face_becomes_the_same_pixels_as_png_unlabelled(tmp_path):
+    src = tmp_path / "scan.bmp"
+    Image.fromarray(photos.astronaut()[:, :, ::-1]).save(src)
+    out = tmp_path / "out" / "scan.png"
+    outcome = process_target(_Swapper(faces=0), src, out)
+    assert outcome.status == "no_face" and read_label(out) is None  # nothing was modified
+    with Image.open(out) as im:
+        assert im.format == "PNG"
+    assert np.array_equal(pixels(out), pixels(src))
+
+
+def test_a_bmp_output_name_fails_that_target_in_plain_words(tmp_path):
+    src = tmp_path / "scan.bmp"
+    Image.fromarray(photos.astronaut()[:, :, ::-1]).save(src)
+    outcome = process_target(_Swapper(faces=1), src, tmp_path / "out" / "scan.bmp")
+    assert outcome.status == "failed"
+    assert outcome.message == "a .bmp output cannot carry the provenance label; name the output scan.png"
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_video_label_goes_into_the_mux_command_as_container_metadata():
