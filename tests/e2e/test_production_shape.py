@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 import requests
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect as ws_connect
 
 from tests.e2e.conftest import SAMPLES, fill
+from tests.e2e.live_socket import LiveSocket
 
 REPO = Path(__file__).resolve().parents[2]
 PROD_DIR = Path(os.environ.get("FFP_PROD_DIR", "/var/lib/ffportal-prod"))
@@ -118,9 +118,11 @@ def socket(shape, session_id: str, pages: ExitStack):
     its first message, the snapshot, already read. Closed when `pages` closes."""
     ctx = ssl.create_default_context(cafile=shape["cert"])
     try:
-        ws = pages.enter_context(ws_connect(shape["https"].replace("https://", "wss://") + "/ws/jobs/", ssl=ctx,
+        # One thread per TLS connection (tests/e2e/live_socket.py: websockets' sync client lost a
+        # handshake now and then over TLS 1.3, by reading and writing from two threads at once).
+        ws = pages.enter_context(LiveSocket(shape["https"].replace("https://", "wss://") + "/ws/jobs/", ssl=ctx,
                                             origin=shape["https"], open_timeout=30,
-                                            additional_headers={"Cookie": f"sessionid={session_id}"}))
+                                            headers={"Cookie": f"sessionid={session_id}"}))
     except TimeoutError:
         pytest.fail(f"a WebSocket handshake through nginx got no answer in 30 s\n{stacks(shape)}", pytrace=False)
     first = json.loads(ws.recv(timeout=WAIT_S))
