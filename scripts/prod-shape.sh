@@ -114,6 +114,7 @@ esac
 
 command -v nginx >/dev/null || { echo "prod-shape: nginx is not installed (make system)" >&2; exit 1; }
 stop_all
+bash scripts/web-user.sh >/dev/null
 bash scripts/postgres.sh >/dev/null
 pg_pw=$(<"$FFP_STATE/secrets/postgres-password")
 PGPASSWORD=$pg_pw dropdb -h 127.0.0.1 -U ffportal --if-exists "$PG_DB"

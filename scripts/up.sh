@@ -26,11 +26,7 @@ PORTAL_VAR=$(realpath -m "${PORTAL_VAR:-$PWD/var}")
 WEB=$FFP_WEB_USER
 
 # --- the service user and its private state folder -------------------------------------------------
-if ! id "$WEB" >/dev/null 2>&1; then
-  useradd --system --user-group --no-create-home --home-dir "$PORTAL_VAR" --shell /usr/sbin/nologin \
-    --comment "FaceFusion Portal web, RQ worker and watcher" "$WEB"
-  echo "portal: created the service user $WEB"
-fi
+bash scripts/web-user.sh
 install -d -m 700 -o "$WEB" -g "$WEB" "$PORTAL_VAR" "$PORTAL_VAR/log" "$PORTAL_VAR/secrets"
 # A folder left by an earlier run as root (before the portal had a user of its own): hand it over.
 chown -R "$WEB:$WEB" "$PORTAL_VAR"

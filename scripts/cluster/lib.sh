@@ -14,6 +14,17 @@ NODE_NAME=$(hostname -s)
 
 say() { printf '%-14s %s\n' "$1:" "$2"; }
 
+# private_logs [FILE...]: the cluster's own log folder 711 (daemons that write as another user reach
+# their file by name) and every file in it, and each FILE (created empty if missing), root's alone:
+# they name users, jobs and addresses (sshd logs every login). Called before and after daemons start.
+private_logs() {
+  install -d -m 711 "$FFP_LOG"
+  chmod 711 "$FFP_LOG"
+  local f
+  for f in "$@"; do [ -e "$f" ] || install -m 600 /dev/null "$f"; done
+  find "$FFP_LOG" -maxdepth 1 -type f -exec chmod go-rwx {} +
+}
+
 # die COMPONENT MESSAGE [LOGFILE]: stop everything with a message naming the component, plus the
 # tail of its log, so a CI failure says which daemon did not come up and why.
 die() {

@@ -18,7 +18,8 @@ set -euo pipefail
 started=$EPOCHREALTIME
 DEPLOY=$FFP_REPO/deploy
 
-install -d -m 755 "$FFP_STATE" "$FFP_LOG" "$FFP_RUN"
+install -d -m 755 "$FFP_STATE" "$FFP_RUN"
+private_logs "$FFP_LOG/sshd.log" "$FFP_LOG/sshd-second.log"
 install -d -m 700 "$FFP_STATE/secrets" "$FFP_OWNED"
 
 # --- service user -------------------------------------------------------------------------------
@@ -311,4 +312,5 @@ fi
 # --- the second cluster (the portal's "several clusters"): last, it shares munge and slurmdbd ---------
 [ "$FFP_SECOND" = 0 ] || bash "$FFP_REPO/scripts/cluster/second.sh" up
 
+private_logs  # what the daemons created meanwhile
 say up "cluster $FFP_SLURM_CLUSTER ready in $(elapsed "$started")s (ssh $FFP_SSH_USER@$FFP_SSH_HOST:$FFP_SSH_PORT, redis :$FFP_REDIS_PORT)"
