@@ -108,3 +108,45 @@ def test_a_damaged_file_replaced_by_its_owner_is_retried_and_done(api, local, fo
     # The user's folder holds what it held: the damaged file, untouched, and nothing new.
     assert (folder / "broken.jpg").read_bytes() == damaged
     assert sorted(p.name for p in folder.iterdir()) == ["a.jpg", "broken.jpg"]
+
+
+def test_retrying_one_chunk_twice_leaves_the_other_chunk_done_and_the_job_ends(api, local, folder, redis_queue,
+                                                                              monkeypatch):
+    """The sequence that once left a job "running" for good (4 of 4 done, Cancel stuck on
+    "Cancelling..."): a 2-task job whose second task fails on a damaged photo, then Retry twice,
+    each a single-task array (`--array=1`). While such an array runs, sacct lists it without its
+    index; read as index 0, it turned task 0 (COMPLETED in attempt 1) back to PENDING. Here sacct
+    is asked every cycle (the every-job beat made due each time), so every cycle sees that record."""
+    from jobs.watcher import poll
+
+    monkeypatch.setattr(poll, "ACCOUNTING_EVERY", 0.0)
+    small_template("one-per-task", chunk_size=1)
+    fill(folder, {"a.jpg": SAMPLES / "t1.jpg"})
+    badfiles.truncated(numpy.asarray(Image.open(SAMPLES / "astronaut.png").convert("RGB")), folder / "b.jpg")
+    job = start(api, folder, template="one-per-task")
+    run_rq(redis_queue)
+    job = watch_until(job, FINAL)
+    assert job.status == JobStatus.PARTIALLY_FAILED, job.error
+    assert [(t.index, t.state, t.attempt) for t in job.tasks.all()] == [(0, "COMPLETED", 1), (1, "FAILED", 1)]
+
+    web = Client()
+    web.force_login(job.owner)
+    # Attempt 2: the damaged photo as it is (fails again); attempt 3: replaced by a good one.
+    for attempt, replace, end in ((2, False, JobStatus.PARTIALLY_FAILED), (3, True, JobStatus.COMPLETED)):
+        broken = job.targets.get(name="b.jpg")
+        if replace:
+            with open(SAMPLES / "t1.jpg", "rb") as good:
+                assert web.post(reverse("job-target-replace", args=[job.id, broken.index]), {"file": good}).status_code == 302
+        assert web.post(reverse("job-retry", args=[job.id])).status_code == 302
+        run_rq(redis_queue)
+        job.refresh_from_db()
+        assert job.status == JobStatus.PENDING and job.attempt == attempt, job.error
+
+        def task0_kept(j):
+            assert (j.tasks.get(index=0).state, j.tasks.get(index=0).attempt) == ("COMPLETED", 1)
+
+        job = watch_until(job, FINAL, on_cycle=task0_kept)
+        assert job.status == end, (job.error, [(t.index, t.state, t.attempt) for t in job.tasks.all()])
+        assert history(job)[attempt - 1].array == "1"
+    assert job.done == 2 and job.failed == 0 and all(t.output_file for t in job.targets.all())
+    assert [(t.index, t.state, t.attempt) for t in job.tasks.all()] == [(0, "COMPLETED", 1), (1, "COMPLETED", 3)]
