@@ -14,7 +14,9 @@ cd "$(dirname "$0")/.."
 : "${CLOCK:?say when: CLOCK=\"2026-12-31 23:50:00\" (TZONE=Europe/Berlin; default UTC)}"
 zone=${TZONE:-UTC}
 [ -f "/usr/share/zoneinfo/$zone" ] || { echo "TZONE=$zone is not a time zone (/usr/share/zoneinfo)" >&2; exit 2; }
-lib=$(dpkg -L libfaketime 2>/dev/null | grep '/libfaketime\.so\.1$' || true)
+# The thread-safe build: the web tests run an event loop and database work in threads, and with the
+# plain one a WebSocket test now and then waited forever.
+lib=$(dpkg -L libfaketime 2>/dev/null | grep '/libfaketimeMT\.so\.1$' || true)
 [ -n "$lib" ] || { echo "libfaketime is not installed: make system (the faketime package)" >&2; exit 2; }
 target=$(TZ=$zone date -d "$CLOCK" +%s) || { echo "CLOCK=$CLOCK is not a moment in $zone" >&2; exit 2; }
 echo "test-clock: $(TZ=$zone date -d "@$target" '+%Y-%m-%d %H:%M:%S %Z (UTC%z)') in $zone"
