@@ -34,4 +34,4 @@ unset DATABASE_URL  # SQLite: its clock is this process's; PostgreSQL's server w
 offset=$((target - $(date +%s)))
 exec env LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" FAKETIME="$( ((offset < 0)) && echo "$offset" || echo "+$offset")" \
   FAKETIME_DONT_FAKE_MONOTONIC=1 PYTHONPATH="$PWD/scripts/clock${PYTHONPATH:+:$PYTHONPATH}" \
-  .venv/bin/python -m pytest "$@"
+  FFP_CHROMIUM="$PWD/scripts/clock/chromium" .venv/bin/python -m pytest "$@"

@@ -43,7 +43,8 @@ from tests.e2e.conftest import SAMPLES, fill
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
+#: FFP_CHROMIUM: another browser command (make test-clock's keeps the real clock: scripts/clock/chromium)
+CHROMIUM = os.environ.get("FFP_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 

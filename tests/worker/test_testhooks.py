@@ -25,7 +25,7 @@ def _hook(mb: int, **kw) -> subprocess.Popen:
             "from worker.testhooks import hold_memory_until_killed; "
             f"hold_memory_until_killed({mb}, **{kw!r})")
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
 
 
 def test_it_grows_until_a_memory_sampler_kills_it():
@@ -77,7 +77,7 @@ def test_it_holds_what_it_got_when_the_address_space_runs_out():
             "resource.setrlimit(resource.RLIMIT_AS, (size + (300 << 20), size + (300 << 20))); "
             "hold_memory_until_killed(4096, step_mb=64, step_seconds=0)")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
     try:
         lines = []
         for line in proc.stderr:  # ends when the process does; the hook's own bound is 120 s

@@ -323,7 +323,7 @@ SIGTERM_SCRIPT = textwrap.dedent("""
 def test_it_cleans_up_on_sigterm(clips, tmp_path):
     tmpdir, dst = tmp_path / "tmp", tmp_path / "out" / "o.mp4"
     tmpdir.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, str(clips["long"]), str(dst)],
                             stdout=subprocess.PIPE, text=True, env=env)
     try:
