@@ -36,6 +36,7 @@ def test_it_covers_every_sample_file():
         "squeue_tasks_preempted.txt",
         "scontrol_show_res_none.txt", "scontrol_show_res_several.txt", "scontrol_res_error_busy.txt",  # test_reservations.py
         "sinfo_gpus_vm.json", "sacct_gpu_history_vm.txt", "sacct_gpu_history_running.txt",
+        "sacct_single_task_array_running.json", "sacct_single_task_array_ended.json",
     }
     assert {p.name for p in SAMPLES.iterdir()} <= tested
 
@@ -252,3 +253,13 @@ def test_it_reads_two_tasks_memory_killed_at_the_same_moment():
                         (SAMPLES / "sacct_two_memkills.txt").read_text())
     assert [(t.job_id, t.task_index, t.state, t.exit_code, t.signal) for t in tasks] == [
         ("103", 0, "FAILED", None, 9), ("103", 1, "FAILED", None, 9)]
+
+
+def test_sacct_prints_a_running_single_task_array_without_its_index():
+    # A single-task array (`--array=1`, a retry of one chunk) while its task runs: array id 0, no
+    # task id, and PENDING; once it has ended, its index and its true state. The watcher reads the
+    # first as the attempt's one task (jobs.watcher.poll._by_job), never as index 0.
+    running = parse_sacct(sample("sacct_single_task_array_running.json"))
+    ended = parse_sacct(sample("sacct_single_task_array_ended.json"))
+    assert [(t.job_id, t.task_index, t.state) for t in running] == [("6", None, "PENDING")]
+    assert [(t.job_id, t.task_index, t.state, t.exit_code) for t in ended] == [("6", 1, "COMPLETED", 0)]

@@ -43,17 +43,6 @@ def retried(owner, template, slurm_id="6"):
     return job
 
 
-def test_sacct_prints_a_running_single_task_array_without_its_index():
-    # The captured samples behind the rule (22.05): array id 0, no task id, PENDING while it runs;
-    # its index and true state once it has ended.
-    from cluster import parse_sacct
-
-    running = parse_sacct((SAMPLES / "sacct_single_task_array_running.json").read_text())
-    ended = parse_sacct((SAMPLES / "sacct_single_task_array_ended.json").read_text())
-    assert [(t.job_id, t.task_index, t.state) for t in running] == [("6", None, "PENDING")]
-    assert [(t.job_id, t.task_index, t.state) for t in ended] == [("6", 1, "COMPLETED")]
-
-
 def test_a_retry_of_one_chunk_never_turns_a_task_of_an_earlier_attempt_back(fake, owner, template):
     job = retried(owner, template)
     fake(FakeRunner(sacct=(SAMPLES / "sacct_single_task_array_running.json").read_text(),
