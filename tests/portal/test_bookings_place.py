@@ -117,7 +117,8 @@ def test_cancel_is_once_and_frees_the_gpus(owner, h200, policy):
     assert bookings.free_gpus(h200, at(0), at(2)) == 2
 
 
-def test_off_peak_takes_the_first_quiet_window_with_free_gpus(owner, h200, policy, monkeypatch):
+def test_off_peak_takes_the_first_quiet_window_with_free_gpus(owner, h200, policy, monkeypatch, settings):
+    settings.TIME_ZONE = "UTC"  # the hours of the week below are the site's
     busy = [[0.9] * 24 for _day in range(7)]
     for hour in (14, 15, 16, 17):
         busy[NOW.weekday()][hour] = 0.0  # this afternoon is quiet
