@@ -238,10 +238,12 @@ def test_it_compares_zooms_goes_next_and_keeps_videos_in_step(web_server, finish
                      10_000)
             assert thumb.get_attribute("alt") == "First result of Gallery walk"
             page.screenshot(path=str(ARTIFACTS / "results-job-list-desktop.png"))
-            # a job started elsewhere arrives live: its row has the placeholder and names every column
+            # a job started elsewhere arrives live: its row has the placeholder and names every column.
+            # A minute after the newest row (the server's clock): the browser's may be another.
             wait_for(page, "window.ffpLive !== undefined", 10_000)
             page.evaluate("""window.ffpLive.renderAll([{id: '00000000-0000-4000-8000-000000000001', name: 'Arrived live',
-                url: '/jobs/00000000-0000-4000-8000-000000000001', created_at: new Date(Date.now() + 60000).toISOString(),
+                url: '/jobs/00000000-0000-4000-8000-000000000001', created_at: new Date(Date.parse(
+                  document.querySelector('#jobs-table tbody tr[data-created]').dataset.created) + 60000).toISOString(),
                 template_name: 'Quick GPU', status: 'running', progress: {total: 4, done: 1, failed: 0}}])""")
             live_row = page.locator('tr[data-job-id="00000000-0000-4000-8000-000000000001"]')
             assert live_row.locator(".job-thumb-none").count() == 1
