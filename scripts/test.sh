@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/cluster/up.sh
+# The portal's service user (its processes in test_make_up and the production shape run as it).
+bash scripts/web-user.sh
 # PostgreSQL, the production database: every test runs on it (below).
 bash scripts/postgres.sh
 # shellcheck source=scripts/cluster/env.sh
