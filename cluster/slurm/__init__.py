@@ -33,13 +33,14 @@ from .commands import (
 )
 from .limits import ClusterLimits, chunk_size_for, parse_scontrol_config, sbatch_refusal, scontrol_config_argv
 from .output import (
-    SlurmNode, SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct,
-    parse_sacct_exit_codes, parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
+    SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, parse_sacct, parse_sacct_exit_codes,
+    parse_sbatch_parsable, parse_scontrol_partitions, parse_squeue,
 )
+from .nodes import SlurmNode, expand_hostlist, gres_gpu_types, parse_sinfo
 from .queue import parse_squeue_tasks, squeue_tasks_argv
 from .history import GpuUse, gpu_history_argv, parse_gpu_history
 from .reservations import (
-    REFUSAL_CODES, NodeGpus, SlurmReservation, expand_hostlist, gpu_inventory_argv, parse_gpu_inventory,
+    REFUSAL_CODES, NodeGpus, SlurmReservation, gpu_inventory_argv, parse_gpu_inventory,
     parse_reservations, parse_slurm_time, reservation_create_argv, reservation_delete_argv, reservation_refusal,
     reservation_update_argv, reservations_show_argv, slurm_time, window_minutes,
 )

@@ -49,32 +49,6 @@ class SlurmTask:
     restarts: int = 0
 
 
-#: node states and flags in which a new task gets nothing from the node
-_UNUSABLE_NODE_STATES = {"down", "drained", "draining", "fail", "failing", "future", "unknown", "inval"}
-_UNUSABLE_NODE_FLAGS = {"DRAIN", "FAIL", "NOT_RESPONDING", "MAINTENANCE", "POWERED_DOWN", "POWERING_DOWN"}
-
-
-@dataclasses.dataclass
-class SlurmNode:
-    name: str
-    state: str  # "idle", "mixed", "allocated", "down", ... (lower case, as sinfo prints it)
-    partitions: list[str]
-    cpus: int
-    memory_mb: int
-    gpus: int  # configured
-    gres: str  # "gpu:h200:2"
-    gpus_used: int = 0  # allocated to running jobs now (sinfo's gres_used "gpu:h200:1(IDX:1)")
-    gpu_types: list[str] = dataclasses.field(default_factory=list)  # ["h200"] from gres "gpu:h200:2"
-    state_flags: list[str] = dataclasses.field(default_factory=list)  # ["DRAIN"], ...
-
-    @property
-    def gpus_free(self) -> int:
-        """GPUs a new task could get now: none on a node that is down, drained or draining."""
-        if self.state in _UNUSABLE_NODE_STATES or _UNUSABLE_NODE_FLAGS & set(self.state_flags):
-            return 0
-        return max(self.gpus - self.gpus_used, 0)
-
-
 @dataclasses.dataclass
 class SlurmPartition:
     """One partition as `scontrol show partition --oneliner` prints it."""
@@ -322,39 +296,6 @@ def parse_sacct(json_text: str, exit_codes: str | None = None) -> list[SlurmTask
                             str(pending) if pending else None, fields):
             by_key[(task.job_id, task.task_index)] = task  # a later record (requeue) wins
     return _sorted(list(by_key.values()))
-
-
-def parse_sinfo(json_text: str) -> list[SlurmNode]:
-    """Nodes from `sinfo --json` (22.05 lists nodes; partitions appear per node)."""
-    nodes = []
-    for rec in _records(_load(json_text, "sinfo"), "nodes"):
-        gres = str(rec.get("gres") or "")
-        gres_used = str(rec.get("gres_used") or "")
-        nodes.append(SlurmNode(
-            name=str(rec.get("name") or ""), state=str(rec.get("state") or "").lower(),
-            partitions=[str(p) for p in rec.get("partitions") or []],
-            cpus=_num(rec.get("cpus")) or 0, memory_mb=_num(rec.get("real_memory")) or 0,
-            gpus=_gpu_count(gres), gres=gres, gpus_used=_gpu_count(gres_used),
-            gpu_types=gres_gpu_types(gres), state_flags=[str(f).upper() for f in rec.get("state_flags") or []]))
-    return nodes
-
-
-_GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,()]+))?:(\d+)")
-
-
-def _gpu_count(gres: str) -> int:
-    """GPUs in a gres text: "gpu:h200:2" -> 2, "gpu:h200:1(IDX:1),gpu:a100:2(IDX:0-1)" -> 3."""
-    return sum(int(m.group(2)) for m in _GRES_GPU.finditer(gres))
-
-
-def gres_gpu_types(gres: str) -> list[str]:
-    """GPU types named in a gres text, in order, once each: "gpu:h200:2,gpu:a100:1" -> ["h200", "a100"].
-    An untyped "gpu:2" names none."""
-    types: list[str] = []
-    for m in _GRES_GPU.finditer(gres):
-        if m.group(1) and m.group(1) not in types:
-            types.append(m.group(1))
-    return types
 
 
 _PARTITION_FIELD = re.compile(r"(\w+)=(\S*)")

@@ -9,7 +9,7 @@ one), and returns the same `SlurmTask` records `parse_squeue` makes from the JSO
     parse_squeue_tasks(stdout, rc, stderr)           ->  [SlurmTask("33", 0, "RUNNING", ...), ...]
 
 What the text says differently from the JSON, all seen on the local cluster (samples in
-tests/cluster/samples/squeue_tasks_*.txt):
+tests/cluster/samples/22.05/squeue_tasks_*.txt):
 
 - `--array` prints one line per task, a pending array's tasks too ("33|2|PENDING|..."): never the
   collapsed "33_[2-749]" the JSON's `array_task_string` stands for. A job that is no array has the

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 
 from ..errors import SlurmError
 from .commands import sinfo_argv
-from .output import _GRES_GPU, _UNUSABLE_NODE_FLAGS, _UNUSABLE_NODE_STATES, parse_sinfo
+from .nodes import _GRES_GPU, _UNUSABLE_NODE_FLAGS, _UNUSABLE_NODE_STATES, expand_hostlist, parse_sinfo
 
 _RESERVATION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -169,29 +169,6 @@ def gpu_inventory_argv() -> list[str]:
 
 _FIELD = re.compile(r"(\w+)=(\S*)")
 _NONE = ("", "(null)", "N/A")
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Node names of a Slurm host list: "vm" -> ["vm"], "gpu[01-03,07],cpu1" -> gpu01..gpu03, gpu07, cpu1.
-
-    Handles one bracket group per name (what scontrol prints for numbered nodes); anything else is
-    kept as written rather than guessed at.
-    """
-    names: list[str] = []
-    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,]*)?", text or ""):
-        match = re.fullmatch(r"([^\[]*)\[([0-9,-]+)\](.*)", item)
-        if not match:
-            names.append(item)
-            continue
-        prefix, ranges, suffix = match.groups()
-        for part in ranges.split(","):
-            first, _, last = part.partition("-")
-            if not first.isdigit() or (last and not last.isdigit()):
-                names.append(item)
-                break
-            width = len(first)
-            names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(int(first), int(last or first) + 1)]
-    return names
 
 
 def parse_reservations(stdout: str) -> list[SlurmReservation]:

@@ -214,7 +214,7 @@ def _by_job(tasks, sole: dict[str, int]) -> dict[str, dict[int, object]]:
 
     A record without an index is of a job with a single task: a single-task array (`--array=1`,
     what a retry of one chunk submits), which sacct prints without its array (array id 0, no task
-    id) until the task has ended (seen on 22.05: tests/cluster/samples/sacct_single_task_array_*.json).
+    id) until the task has ended (seen on 22.05: tests/cluster/samples/22.05/sacct_single_task_array_*.json).
     It stands for the one index the job's current attempt runs (`sole`), and for no other: read as
     index 0, it once turned a task that had COMPLETED in an earlier attempt back to PENDING, and the
     job never ended. A job whose attempt runs several indexes has no such record; one is left out.

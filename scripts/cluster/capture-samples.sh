@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Captures raw Slurm outputs from the local cluster into tests/cluster/samples/ for the parsers of
-# the `cluster` package. Everything runs as the service user over SSH, the way the portal runs it.
+# Captures raw Slurm outputs from a local cluster into tests/cluster/samples/<version>/ for the parsers
+# of the `cluster` package:
+#   capture-samples.sh [VERSION [DIR]]   VERSION 22.05 (the host's cluster, the default), 24.11 or 26.05
+#                                        (a newer cluster: scripts/cluster/newer.sh VERSION up first) Everything runs as the service user over SSH, the way the portal runs it.
 # Needs the cluster up (scripts/cluster/up.sh) and no pending or running jobs; takes about 3 minutes
 # (a job has to hit its 1-minute time limit, and squeue --json only empties MinJobAge (60 s) after the
 # last job ended). Outputs are saved exactly as Slurm printed them. For each sacct JSON sample a
@@ -11,14 +13,26 @@ set -euo pipefail
 # shellcheck source=scripts/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-out=${1:-$FFP_REPO/tests/cluster/samples}
+version=${1:-22.05}
+out=${2:-$FFP_REPO/tests/cluster/samples/$version}
+if [ "$version" != 22.05 ]; then
+  newer_env "$version"   # its login node, pinned key and work root
+  FFP_SSH_PORT=$NV_SSH_PORT FFP_SSH_KNOWN_HOSTS=$NV_KNOWN_HOSTS FFP_WORK=$NV_WORK
+fi
 mkdir -p "$out"
 remote=$FFP_WORK/samples
 ffp_ssh mkdir -p "$remote"
 
-[ -z "$(squeue -h -t PD,R,CG -o %i)" ] || die samples "jobs are pending or running: samples need a quiet cluster"
+[ -z "$(ffp_ssh squeue -h -t PD,R,CG -o %i)" ] || die samples "jobs are pending or running: samples need a quiet cluster"
 
 uuid() { cat /proc/sys/kernel/random/uuid; }
+# portal_cmd 'PYTHON EXPRESSION': the shell line of an argv that `cluster.slurm` builds (the portal's
+# own commands, exactly), e.g. portal_cmd "squeue_tasks_argv(['12'])".
+portal_cmd() {
+  (cd "$FFP_REPO" && "$FFP_PYTHON" -c "import shlex; from datetime import datetime, timedelta, timezone
+from cluster.slurm import *
+print(shlex.join($1))")
+}
 # submit ARGS...: sbatch --parsable as the service user; prints the job id.
 submit() { ffp_run sbatch --parsable "$@" | cut -d';' -f1; }
 # wait_for JOBID CONDITION-COMMAND: poll a remote shell condition (at most 150 s).
@@ -61,6 +75,11 @@ else
   ffp_run sinfo -N -o '%N %P %t %c %m %G' | save sinfo.txt
 fi
 
+# 0. The cluster's settings and partitions, and no reservation yet (the portal's own commands).
+ffp_ssh "$(portal_cmd "scontrol_config_argv()")" | save scontrol_config.txt
+ffp_ssh "$(portal_cmd "scontrol_partitions_argv()")" | save scontrol_partitions.txt
+ffp_ssh "$(portal_cmd "reservations_show_argv()")" | save scontrol_show_res_none.txt
+
 # 1. An array job, two tasks running on the two fake GPUs and two pending with reason Resources;
 #    then cancelled while running.
 name=ffp-$(uuid)
@@ -68,6 +87,7 @@ arr=$(submit --array=0-3 --gres="$FFP_GPU_GRES:1" --time=5 --mem=200M -J "$name"
   -o "$remote/run_%A_%a.out" --wrap 'sleep 60')
 wait_for "$arr" "[ \$(squeue -h -j $arr -t R | wc -l) = 2 ] && squeue -h -j $arr -t PD -o %r | grep -qx Resources"
 ffp_ssh squeue --json | save squeue_array_running.json
+ffp_ssh "$(portal_cmd "squeue_tasks_argv(['$arr'])")" | save squeue_tasks_running.txt
 # Accounting learns of the starts seconds after squeue does.
 wait_for "$arr" "[ \$(sacct -n -X -P -j $arr -o State | grep -c RUNNING) = 2 ]"
 sacct_both "$arr" sacct_array_running
@@ -86,6 +106,10 @@ mix=$(submit --array=0-3 --gres="$FFP_GPU_GRES:1" --time=2 --mem=100M -J "ffp-$(
   -o "$remote/mixed_%A_%a.out" --wrap 'echo task $SLURM_ARRAY_TASK_ID; sleep 1; [ "$SLURM_ARRAY_TASK_ID" != 2 ] || exit 3')
 wait_settled "$mix"
 sacct_both "$mix" sacct_array_mixed
+# The watcher's text squeue of a job that ended (kept until MinJobAge), and its GPU-use history.
+ffp_ssh "$(portal_cmd "squeue_tasks_argv(['$mix'])")" | save squeue_tasks_ended.txt
+ffp_ssh "$(portal_cmd "gpu_history_argv(datetime.now(timezone.utc) - timedelta(hours=1), datetime.now(timezone.utc))")" |
+  save sacct_gpu_history.txt
 
 # 3b. A single-task array (`--array=1`: what a retry of one chunk submits), while its task runs:
 # sacct lists it without its array (array id 0, no task id) and as PENDING until the task ends.
@@ -126,4 +150,5 @@ ffp_ssh squeue --json | save squeue_finished.json
 # ... then the list empties.
 wait_for empty "[ -z \"\$(squeue -h -t all -o %i)\" ]"
 ffp_ssh squeue --json | save squeue_empty.json
+{ ffp_ssh "$(portal_cmd "squeue_tasks_argv(['$tmo'])")" 2>&1 || true; } | save squeue_tasks_unknown_job.stderr
 echo "samples: jobs $arr (cancelled) $tmo (timeout) $mix (mixed) $mem (memkill) $plain (plain) in $out"

@@ -68,11 +68,13 @@ running() {
   [ "${stat%% *}" != Z ]
 }
 
-# pids_of NAME: live (non-zombie) processes named exactly NAME; fails when there are none.
+# pids_of NAME: live (non-zombie) processes named exactly NAME whose / is this host's; fails when
+# there are none. A newer cluster's daemons (newer.sh) have the same names and another / (root_pids).
 pids_of() {
-  local pid found=1
+  local pid found=1 here
+  here=$(stat -Lc '%d:%i' /)
   for pid in $(pgrep -x "$1"); do
-    if running "$pid"; then
+    if running "$pid" && [ "$(stat -Lc '%d:%i' "/proc/$pid/root" 2>/dev/null)" = "$here" ]; then
       echo "$pid"
       found=0
     fi
@@ -119,6 +121,16 @@ render() {
   chmod "$mode" "$tmp"
   mv -f "$tmp" "$dest"
   return 0
+}
+
+# node_line NAME HOSTNAME ADDR PORT CPUS MEMORY_MB GPU_TYPE: one NodeName line of slurm.conf, with two GPUs.
+node_line() {
+  echo "NodeName=$1 NodeHostname=$2 NodeAddr=$3 Port=$4 CPUs=$5 RealMemory=$6 Gres=gpu:$7:2 State=UNKNOWN"
+}
+
+# gres_line NODE GPU_TYPE DIR: the node's two fake GPUs in gres.conf (DIR/nvidia0 and DIR/nvidia1).
+gres_line() {
+  echo "NodeName=$1 Name=gpu Type=$2 File=$3/nvidia[0-1]"
 }
 
 # ffp_ssh 'SHELL COMMAND': run a command line on the cluster exactly as the portal does: the service user's
@@ -235,3 +247,74 @@ slurm_pids() {
 # ffp_ssh2 / ffp_run2: ffp_ssh / ffp_run against the second cluster's sshd (its own port and pinned key).
 ffp_ssh2() { FFP_SSH_PORT=$FFP_SECOND_SSH_PORT FFP_SSH_KNOWN_HOSTS=$FFP_SECOND_SSH_KNOWN_HOSTS ffp_ssh "$@"; }
 ffp_run2() { ffp_ssh2 "$(printf '%q ' "$@")"; }
+
+# --- newer clusters (newer.sh): Slurm 24.11 and 26.05, each in a Debian root of its own --------------------
+
+# newer_env VERSION: the NV_* names, ports, addresses and folders of that newer cluster.
+newer_env() {
+  case $1 in
+    24.11) NV_SUITE=trixie NV_CLUSTER=ffp2411 NV_SLUG=slurm-24-11 NV_BASE_PORT=6910 NV_SSH_PORT=2224 NV_NET=10.24.11
+           NV_EXTRA_PACKAGES= ;;
+    26.05) NV_SUITE=sid NV_CLUSTER=ffp2605 NV_SLUG=slurm-26-05 NV_BASE_PORT=6920 NV_SSH_PORT=2225 NV_NET=10.26.5
+           NV_EXTRA_PACKAGES=apptainer ;;
+    *) die newer "no newer cluster for Slurm $1 (24.11 or 26.05)" ;;
+  esac
+  NV_VERSION=$1
+  NV_CTLD_PORT=$((NV_BASE_PORT + 7)) NV_SLURMD_PORT=$((NV_BASE_PORT + 8)) NV_DBD_PORT=$((NV_BASE_PORT + 9))
+  NV_ROOT=$FFP_STATE/roots/$NV_SUITE
+  NV_WORK=/srv/ffportal/work-$NV_CLUSTER
+  NV_KNOWN_HOSTS=$FFP_STATE/ssh/known_hosts-$NV_CLUSTER
+  NV_INFO=$FFP_STATE/clusters/$NV_CLUSTER.json
+  NV_DB=slurm_acct_db_$NV_CLUSTER NV_DB_USER=slurm_$NV_CLUSTER
+  NV_BRIDGE=ffpbr${NV_CLUSTER#ffp} NV_NETNS=$NV_CLUSTER
+  # slurmctld and slurmdbd run in the host's network namespace and accept only their own host name.
+  NV_CTLD_ADDR=$NV_NET.1 NV_CTLD_HOST=$NODE_NAME
+  NV_NODE_MEMORY_MB=${FFP_NEWER_NODE_MEMORY_MB:-2048}
+  # The venv's Python lives outside the venv (pyenv, or /usr): its installation is bound in too.
+  NV_PYTHON_HOME=$(dirname "$(dirname "$(realpath -m "$FFP_PYTHON")")")
+}
+nv_node() { echo "$NV_CLUSTER-n$1"; }
+nv_node_addr() { echo "$NV_NET.1$1"; }
+nv_gpu() { [ "$1" = 1 ] && echo h200 || echo a100; }
+
+# in_root ROOT [BIND...] -- CMD...: run CMD with ROOT as its / : a mount namespace of its own, ROOT
+# bound onto itself, /proc, /dev, /sys, /run/mysqld and each BIND (a host path, bound at the same
+# path inside), then pivot_root. Not chroot: the kernel refuses user namespaces (Apptainer's) to a
+# chrooted process. A daemon started this way keeps that namespace; the files are the same ones.
+in_root() {
+  local root=$1 binds=()
+  shift
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do binds+=("$1"); shift; done
+  shift
+  unshare --mount --propagation private --fork bash -c '
+    set -e
+    root=$1; n=$2; shift 2
+    mount --rbind "$root" "$root"
+    mount -t proc proc "$root/proc"
+    mount --rbind /dev "$root/dev"
+    mount --rbind /sys "$root/sys"
+    # The host'"'"'s MariaDB socket, where each Debian'"'"'s client library looks for it (sid: /run/mariadbd).
+    for d in /run/mysqld /run/mariadbd; do
+      [ ! -d /run/mysqld ] || [ ! -d "$root$d" ] || mount --bind /run/mysqld "$root$d"
+    done
+    for _ in $(seq 1 "$n"); do mount --rbind "$1" "$root$1"; shift; done
+    mkdir -p "$root/.oldroot"
+    cd "$root"
+    pivot_root . .oldroot
+    umount -l /.oldroot
+    cd /
+    exec "$@"' in_root "$root" "${#binds[@]}" "${binds[@]}" "$@"
+}
+
+# root_pids ROOT NAME: live processes named NAME whose / is ROOT (started by in_root).
+root_pids() {
+  local pid found=1 want
+  want=$(stat -c '%d:%i' "$1/.ffp-root" 2>/dev/null) || return 1
+  for pid in $(pgrep -x "$2"); do
+    if running "$pid" && [ "$(stat -Lc '%d:%i' "/proc/$pid/root/.ffp-root" 2>/dev/null)" = "$want" ]; then
+      echo "$pid"
+      found=0
+    fi
+  done
+  return $found
+}

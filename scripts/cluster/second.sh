@@ -64,13 +64,14 @@ changed=0
 # comes out of the reserve (at least 1 GiB) up.sh leaves the OS on the first node, so the two nodes
 # together never claim more than exists; both share the CPUs (CPUs=2: jobs here are tiny).
 render "$FFP_REPO/deploy/slurm/slurm.conf.in" "$conf" 644 root:root \
-  CLUSTER="$FFP_SECOND_CLUSTER" HOST="$NODE_NAME" NODE="$node" CTLD_PORT="$FFP_SECOND_CTLD_PORT" \
-  SLURMD_PORT="$FFP_SECOND_SLURMD_PORT" STATE_DIR="$state_dir" SUFFIX=-second \
-  CPUS=2 REAL_MEMORY="$FFP_SECOND_MEMORY_MB" DEF_MEM_PER_CPU=$((FFP_SECOND_MEMORY_MB / 2)) \
-  GPU_TYPE="$gpu_type" && changed=1
+  CLUSTER="$FFP_SECOND_CLUSTER" HOST="$NODE_NAME" CTLD_ADDR=127.0.0.1 CTLD_PORT="$FFP_SECOND_CTLD_PORT" \
+  SLURMD_PORT="$FFP_SECOND_SLURMD_PORT" DBD_PORT=6819 STATE_DIR="$state_dir" SUFFIX=-second PER_NODE= NODES="$node" \
+  DEF_MEM_PER_CPU=$((FFP_SECOND_MEMORY_MB / 2)) \
+  NODE_LINES="$(node_line "$node" "$NODE_NAME" 127.0.0.1 "$FFP_SECOND_SLURMD_PORT" 2 "$FFP_SECOND_MEMORY_MB" "$gpu_type")" \
+  && changed=1
 # slurmd reads gres.conf from the directory of its slurm.conf.
 render "$FFP_REPO/deploy/slurm/gres.conf.in" "$conf_dir/gres.conf" 644 root:root \
-  NODE="$node" GPU_TYPE="$gpu_type" FAKE_GPU_DIR="$fake_gpu_dir" && changed=1
+  GRES_LINES="$(gres_line "$node" "$gpu_type" "$fake_gpu_dir")" && changed=1
 
 # --- accounting (shared slurmdbd), then the daemons ----------------------------------------------------
 slurm_accounting "$FFP_SECOND_CLUSTER"

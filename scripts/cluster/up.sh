@@ -141,13 +141,14 @@ done
 slurm_changed=0
 dbd_changed=0
 render "$DEPLOY/slurm/slurm.conf.in" "$SLURM_ETC/slurm.conf" 644 root:root \
-  CLUSTER="$FFP_SLURM_CLUSTER" HOST="$NODE_NAME" NODE="$NODE_NAME" CTLD_PORT=6817 SLURMD_PORT=6818 \
-  STATE_DIR=/var/lib/slurm SUFFIX= CPUS="$cpus" REAL_MEMORY="$real_memory" \
-  DEF_MEM_PER_CPU="$def_mem_per_cpu" GPU_TYPE="${FFP_GPU_GRES#*:}" && slurm_changed=1
+  CLUSTER="$FFP_SLURM_CLUSTER" HOST="$NODE_NAME" CTLD_ADDR=127.0.0.1 CTLD_PORT=6817 SLURMD_PORT=6818 DBD_PORT=6819 \
+  STATE_DIR=/var/lib/slurm SUFFIX= PER_NODE= NODES="$NODE_NAME" DEF_MEM_PER_CPU="$def_mem_per_cpu" \
+  NODE_LINES="$(node_line "$NODE_NAME" "$NODE_NAME" 127.0.0.1 6818 "$cpus" "$real_memory" "${FFP_GPU_GRES#*:}")" \
+  && slurm_changed=1
 render "$DEPLOY/slurm/gres.conf.in" "$SLURM_ETC/gres.conf" 644 root:root \
-  NODE="$NODE_NAME" GPU_TYPE="${FFP_GPU_GRES#*:}" FAKE_GPU_DIR="$fake_gpu_dir" && slurm_changed=1
+  GRES_LINES="$(gres_line "$NODE_NAME" "${FFP_GPU_GRES#*:}" "$fake_gpu_dir")" && slurm_changed=1
 render "$DEPLOY/slurm/slurmdbd.conf.in" "$SLURM_ETC/slurmdbd.conf" 600 slurm:slurm \
-  NODE="$NODE_NAME" DB_PASSWORD="$db_password" && dbd_changed=1
+  NODE="$NODE_NAME" DBD_PORT=6819 DB_NAME=slurm_acct_db DB_USER=slurm DB_PASSWORD="$db_password" && dbd_changed=1
 [ "$slurm_changed" = 0 ] || say slurm.conf "written (node $NODE_NAME: $cpus CPUs, ${real_memory} MB, gpu:h200:2)"
 
 # --- slurmdbd ---------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from cluster import (
     window_minutes,
 )
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = Path(__file__).parent / "samples" / "22.05"
 UTC = timezone.utc
 START = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 

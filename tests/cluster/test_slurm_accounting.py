@@ -14,7 +14,7 @@ from cluster import SlurmError
 from cluster.slurm import AccountingAnswer, accounting_when_needed_argv, parse_accounting_when_needed
 
 MARK = "0123456789abcdef"
-SAMPLES = Path(__file__).resolve().parent / "samples"
+SAMPLES = Path(__file__).resolve().parent / "samples" / "22.05"
 AWKS = [name for name in ("mawk", "gawk", "busybox") if shutil.which(name)]
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from cluster import ClusterLimits, chunk_size_for, parse_scontrol_config, sbatch_refusal
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = Path(__file__).parent / "samples" / "22.05"
 
 
 def test_it_reads_the_array_and_job_limits_of_a_real_cluster():

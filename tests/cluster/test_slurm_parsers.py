@@ -8,7 +8,7 @@ from cluster import (
     parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
 )
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = Path(__file__).parent / "samples" / "22.05"
 
 
 def sample(name: str) -> str:

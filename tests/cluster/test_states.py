@@ -8,7 +8,7 @@ from cluster import (
     is_terminal, parse_sacct, parse_squeue, pending_reason, plain_reason,
 )
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = Path(__file__).parent / "samples" / "22.05"
 MEMKILL_LOG = (SAMPLES / "memkill_output.txt").read_text()
 
 

@@ -10,7 +10,7 @@ import pytest
 from cluster import ClusterUnreachable, CommandResult
 from jobs.models import BookingPolicy, ClusterProfile, GpuType
 
-SAMPLES = Path(__file__).parents[1] / "cluster" / "samples"
+SAMPLES = Path(__file__).parents[1] / "cluster" / "samples" / "22.05"
 #: a fixed "now", on a unit boundary, so starts are predictable
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=dt_timezone.utc)
 

@@ -20,7 +20,7 @@ from jobs.models import ClusterProfile, Job, Template
 from .admin_helpers import template_form
 from .api_helpers import make_job, token_client
 
-SAMPLES = Path(__file__).parents[1] / "cluster" / "samples"
+SAMPLES = Path(__file__).parents[1] / "cluster" / "samples" / "22.05"
 
 
 @pytest.fixture

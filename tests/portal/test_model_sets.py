@@ -147,7 +147,7 @@ def job_that_ran(fake, owner, template):  # noqa: F811 - `fake` is the watcher t
     job = make_job(owner, template, "41", tasks=2)
     progress = (record_with_models(job, 0, [used("inswapper_128.onnx", SWAPPER_OCT)])
                 + record_with_models(job, 1, [used("inswapper_128.onnx", SWAPPER_OCT), used("det_10g.onnx", "cd" * 32)]))
-    fake(FakeRunner(squeue=(Path(__file__).parents[1] / "cluster" / "samples" / "squeue_array_running.json").read_text(),
+    fake(FakeRunner(squeue=(Path(__file__).parents[1] / "cluster" / "samples" / "22.05" / "squeue_array_running.json").read_text(),
                     progress=progress))
     settle(template.cluster, cycles=1)
     job.refresh_from_db()

@@ -2,7 +2,7 @@
 and the target its worker was stopped on waits again; a waiting job shows Slurm's own start
 estimate and a finish at the template's pace, on its page and in the API.
 
-The queue is REAL captured Slurm 22.05 output (tests/cluster/samples/squeue_tasks_preempted.txt:
+The queue is REAL captured Slurm 22.05 output (tests/cluster/samples/22.05/squeue_tasks_preempted.txt:
 array 4791's task 0 preempted by an urgent job, PreemptMode=REQUEUE)."""
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -20,7 +20,7 @@ from worker.progress import TargetRecord, TaskProgress
 
 from .api_helpers import make_job, token_client
 
-SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples" / "22.05"
 QUEUE = parse_squeue_tasks((SAMPLES / "squeue_tasks_preempted.txt").read_text())
 NOW = datetime(2026, 12, 1, 4, 30, 12, tzinfo=timezone.utc)
 PAUSED = "paused to make room for urgent work; continues automatically"

@@ -18,7 +18,7 @@ from cluster.slurm.accounting import STILL_QUEUED_STATES
 from jobs.watcher import poll as watcher
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
 
-SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples" / "22.05"
 EMPTY_SQUEUE = (SAMPLES / "squeue_empty.json").read_text()
 
 

@@ -3,7 +3,7 @@ Slurm is reconciled against Slurm's accounting of all its attempts (jobs.watcher
 
 The case behind it, seen on a fresh `make up`: a 2-task job, task 1 failed, Retry twice (each a
 single-task array, `--array=1`). sacct prints such an array WITHOUT its index while it runs
-(tests/cluster/samples/sacct_single_task_array_running.json, captured on the local cluster); read
+(tests/cluster/samples/22.05/sacct_single_task_array_running.json, captured on the local cluster); read
 as index 0, it turned task 0, COMPLETED in attempt 1, back to PENDING, and the job stayed
 "running" for good, Cancel too.
 """

@@ -16,7 +16,7 @@ from jobs.watcher.decide import (
 )
 from worker.progress import TaskProgress
 
-SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples" / "22.05"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 KILL_LOG = (SAMPLES / "memkill_output.txt").read_text()
 WORKER_ONLY_LOG = "2026-11-30 19:32:25,216 WARNING worker.testhooks: test hook: growing to 500 MB\n"

@@ -6,6 +6,7 @@ the pinned host key line. Safe to run again: it updates the rows in place and ne
 demo password once set.
 """
 from pathlib import Path
+import json
 import os
 import secrets
 
@@ -81,6 +82,26 @@ class Command(BaseCommand):
                 gpu_type=gres.split(":")[1] if gres.count(":") >= 1 else "", gpu_count=1, cpus_per_task=1,
                 mem="1G", time_limit="00:20:00", chunk_size=2, engine="auto", face_selector="many", order=3,
                 is_active=True, description="One GPU per task on the second cluster (its node has 1 GB of memory)."))
+
+        # The newer clusters (scripts/cluster/newer.sh: Slurm 24.11 and 26.05, two nodes each), those
+        # that are up: each describes itself in $FFP_STATE/clusters/<name>.json. A profile each (slug
+        # "slurm-24-11"), a GPU template that takes a GPU of either node's type (so work can move to
+        # the other node when one fails) and a CPU template ("gpu-slurm-24-11", "cpu-slurm-24-11").
+        for info_path in sorted((state / "clusters").glob("*.json")):
+            info = json.loads(info_path.read_text())
+            slug, version = info["slug"], info["version"]
+            newer = seed_profile(slug, f"Slurm {version} cluster", info["ssh_port"], Path(info["known_hosts"]),
+                                 info["work_root"])
+            Template.objects.update_or_create(slug=f"gpu-{slug}", defaults=dict(
+                name=f"GPU on Slurm {version}", cluster=newer, partition=env("FFP_GPU_PARTITION", "gpu"),
+                gpu_type="", gpu_count=1, cpus_per_task=1, mem="1G", time_limit="00:20:00", chunk_size=2,
+                engine="auto", face_selector="many", order=10, is_active=True,
+                description=f"One GPU per task, on any of the Slurm {version} cluster's computers."))
+            Template.objects.update_or_create(slug=f"cpu-{slug}", defaults=dict(
+                name=f"CPU on Slurm {version}", cluster=newer, partition=env("FFP_CPU_PARTITION", "cpu"),
+                gpu_type="", gpu_count=0, cpus_per_task=1, mem="1G", time_limit="00:30:00", chunk_size=5,
+                engine="classic", face_selector="many", order=11, is_active=True,
+                description=f"No GPU: the classic engine on the Slurm {version} cluster's computers."))
 
         user, created = User.objects.get_or_create(username=opts["demo_user"])
         password = opts["demo_password"]

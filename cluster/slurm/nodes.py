@@ -1,0 +1,123 @@
+"""Compute nodes as `sinfo --json` describes them, in every Slurm version the portal meets.
+
+Slurm 22.05 (OpenAPI v0.0.38) prints one record per node under "nodes", with its partitions.
+From 23.02 on (data_parser v0.0.39 and later; captured on 24.11 and 26.05 in
+tests/cluster/samples/<version>/sinfo.json) it prints sinfo's own groups under "sinfo": one record
+per partition and set of alike nodes, the names in `nodes.nodes`, the states a list
+(["IDLE", "DRAIN"]), numbers as {"set", "infinite", "number"} objects, the GPUs as
+`gres.total`/`gres.used` texts. Both become the same `SlurmNode` per node, its partitions merged.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .output import _load, _num, _records
+
+#: node states and flags in which a new task gets nothing from the node
+_UNUSABLE_NODE_STATES = {"down", "drained", "draining", "fail", "failing", "future", "unknown", "inval"}
+_UNUSABLE_NODE_FLAGS = {"DRAIN", "FAIL", "NOT_RESPONDING", "MAINTENANCE", "POWERED_DOWN", "POWERING_DOWN"}
+
+
+@dataclasses.dataclass
+class SlurmNode:
+    name: str
+    state: str  # "idle", "mixed", "allocated", "down", ... (lower case, as sinfo prints it)
+    partitions: list[str]
+    cpus: int
+    memory_mb: int
+    gpus: int  # configured
+    gres: str  # "gpu:h200:2"
+    gpus_used: int = 0  # allocated to running jobs now (sinfo's gres_used "gpu:h200:1(IDX:1)")
+    gpu_types: list[str] = dataclasses.field(default_factory=list)  # ["h200"] from gres "gpu:h200:2"
+    state_flags: list[str] = dataclasses.field(default_factory=list)  # ["DRAIN"], ...
+
+    @property
+    def gpus_free(self) -> int:
+        """GPUs a new task could get now: none on a node that is down, drained or draining."""
+        if self.state in _UNUSABLE_NODE_STATES or _UNUSABLE_NODE_FLAGS & set(self.state_flags):
+            return 0
+        return max(self.gpus - self.gpus_used, 0)
+
+
+def parse_sinfo(json_text: str) -> list[SlurmNode]:
+    """Nodes from `sinfo --json`, in the order sinfo names them, whichever shape it printed."""
+    data = _load(json_text, "sinfo")
+    if "sinfo" in data:
+        return _from_groups(_records(data, "sinfo"))
+    nodes = []
+    for rec in _records(data, "nodes"):
+        gres = str(rec.get("gres") or "")
+        nodes.append(_node(str(rec.get("name") or ""), str(rec.get("state") or ""),
+                           [str(f) for f in rec.get("state_flags") or []],
+                           [str(p) for p in rec.get("partitions") or []], _num(rec.get("cpus")),
+                           _num(rec.get("real_memory")), gres, str(rec.get("gres_used") or "")))
+    return nodes
+
+
+def _from_groups(groups: list[dict]) -> list[SlurmNode]:
+    by_name: dict[str, SlurmNode] = {}
+    for rec in groups:
+        states = [str(s) for s in (rec.get("node") or {}).get("state") or []]
+        partition = str((rec.get("partition") or {}).get("name") or "")
+        gres = rec.get("gres") or {}
+        for item in (rec.get("nodes") or {}).get("nodes") or []:
+            for name in expand_hostlist(str(item)):
+                if name in by_name:  # the same node in another partition's group
+                    if partition and partition not in by_name[name].partitions:
+                        by_name[name].partitions.append(partition)
+                    continue
+                # Alike nodes share a group: cpus and memory per node are its minimum (= maximum).
+                by_name[name] = _node(name, states[0] if states else "", states[1:], [partition] if partition else [],
+                                      _num((rec.get("cpus") or {}).get("maximum")),
+                                      _num((rec.get("memory") or {}).get("maximum")),
+                                      str(gres.get("total") or ""), str(gres.get("used") or ""))
+    return list(by_name.values())
+
+
+def _node(name: str, state: str, flags: list[str], partitions: list[str], cpus: int | None, memory_mb: int | None,
+          gres: str, gres_used: str) -> SlurmNode:
+    return SlurmNode(name=name, state=state.lower(), partitions=partitions, cpus=cpus or 0, memory_mb=memory_mb or 0,
+                     gpus=_gpu_count(gres), gres=gres, gpus_used=_gpu_count(gres_used), gpu_types=gres_gpu_types(gres),
+                     state_flags=[f.upper() for f in flags])
+
+
+_GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,()]+))?:(\d+)")
+
+
+def _gpu_count(gres: str) -> int:
+    """GPUs in a gres text: "gpu:h200:2" -> 2, "gpu:h200:1(IDX:1),gpu:a100:2(IDX:0-1)" -> 3."""
+    return sum(int(m.group(2)) for m in _GRES_GPU.finditer(gres))
+
+
+def gres_gpu_types(gres: str) -> list[str]:
+    """GPU types named in a gres text, in order, once each: "gpu:h200:2,gpu:a100:1" -> ["h200", "a100"].
+    An untyped "gpu:2" names none."""
+    types: list[str] = []
+    for m in _GRES_GPU.finditer(gres):
+        if m.group(1) and m.group(1) not in types:
+            types.append(m.group(1))
+    return types
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Node names of a Slurm host list: "vm" -> ["vm"], "gpu[01-03,07],cpu1" -> gpu01..gpu03, gpu07, cpu1.
+
+    Handles one bracket group per name (what scontrol prints for numbered nodes); anything else is
+    kept as written rather than guessed at.
+    """
+    names: list[str] = []
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,]*)?", text or ""):
+        match = re.fullmatch(r"([^\[]*)\[([0-9,-]+)\](.*)", item)
+        if not match:
+            names.append(item)
+            continue
+        prefix, ranges, suffix = match.groups()
+        for part in ranges.split(","):
+            first, _, last = part.partition("-")
+            if not first.isdigit() or (last and not last.isdigit()):
+                names.append(item)
+                break
+            width = len(first)
+            names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(int(first), int(last or first) + 1)]
+    return names

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# A NEWER local Slurm cluster, in a Debian root of its own beside the host's Slurm 22.05:
+#   newer.sh VERSION up     build its root if needed, start it (idempotent)
+#   newer.sh VERSION down   cancel the service user's jobs on it and stop it
+# VERSION: 24.11 (Debian 13 "trixie") or 26.05 (Debian unstable "sid", which also has Apptainer).
+#
+# What sites run, on one machine: its own munge key and munged, its own slurmdbd (its own database on
+# the host's MariaDB), slurmctld, an sshd login node for the service user on 127.0.0.1, and TWO
+# compute nodes that Slurm sees as separate machines: each slurmd runs in a network namespace of its
+# own, with an address of its own on a bridge, and offers two fake GPUs of one type (h200 on the
+# first node, a100 on the second). Every daemon runs with the root as its / (a mount namespace and
+# pivot_root, not chroot: Apptainer needs user namespaces, which the kernel refuses to a chrooted
+# process). The portal's code, its venv's Python, the cluster's work root and the cluster storage
+# are bound in at the same paths, so a job there runs the same worker as on the host's cluster.
+#
+# When it is up, $FFP_STATE/clusters/<name>.json says what the portal needs (seed_local seeds a
+# cluster profile and a template from it). Needs root, debootstrap and network access to Debian's
+# archive the first time (about 70 s a root; then reused).
+set -euo pipefail
+# shellcheck source=scripts/cluster/env.sh
+. "$(dirname "$0")/env.sh"
+# shellcheck source=scripts/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || die newer.sh "must run as root"
+[ $# -eq 2 ] || die newer.sh "usage: newer.sh 24.11|26.05 up|down"
+newer_env "$1"   # NV_* (lib.sh): suite, names, ports, addresses, folders of this version
+action=$2
+started=$EPOCHREALTIME
+private_logs
+R=$NV_ROOT
+
+# in_root_of CMD...: CMD inside this cluster's root (lib.sh in_root, with this cluster's binds).
+binds=("$FFP_REPO" "$NV_PYTHON_HOME" "$NV_WORK" "$FFP_STORAGE")
+in_root_of() { in_root "$R" "${binds[@]}" -- "$@"; }
+# slurm_accounting (lib.sh) runs sacctmgr: this cluster's, in its root.
+sacctmgr() { in_root_of sacctmgr "$@"; }
+daemon_pids() { root_pids "$R" "$1"; }
+# node_pid I: node I's slurmd (its command line names the node).
+node_pid() {
+  local pid
+  for pid in $(daemon_pids slurmd || true); do
+    [[ " $(tr '\0' ' ' <"/proc/$pid/cmdline") " == *" -N $(nv_node "$1") "* ]] && { echo "$pid"; return 0; }
+  done
+  return 1
+}
+# in_node I CMD...: CMD in the root, in node I's network namespace.
+in_node() {
+  local i=$1
+  shift
+  ip netns exec "$NV_NETNS-n$i" bash -c "$(declare -f in_root); in_root \"\$@\"" in_node "$R" "${binds[@]}" -- "$@"
+}
+
+stop_all() {
+  local name
+  for name in slurmd slurmctld sshd slurmdbd munged; do
+    # shellcheck disable=SC2046 # one word per pid
+    stop_pid "$name-$NV_CLUSTER" $(daemon_pids "$name" || true)
+  done
+  for i in 1 2; do ip netns del "$NV_NETNS-n$i" 2>/dev/null || true; done
+  ip link del "$NV_BRIDGE" 2>/dev/null || true
+}
+
+case $action in
+up) ;;
+down)
+  if daemon_pids slurmctld >/dev/null; then
+    in_root_of scancel -u "$FFP_SSH_USER" 2>/dev/null || true
+  fi
+  stop_all
+  rm -f "$NV_INFO"
+  say "$NV_CLUSTER" "stopped"
+  exit 0 ;;
+*) die newer.sh "usage: newer.sh 24.11|26.05 up|down" ;;
+esac
+
+# --- the root -----------------------------------------------------------------------------------------
+packages="slurmctld,slurmd,slurmdbd,slurm-client,munge,openssh-server,iproute2,procps${NV_EXTRA_PACKAGES:+,$NV_EXTRA_PACKAGES}"
+stamp="$NV_SUITE $packages"
+if [ "$(cat "$R/.ffp-root" 2>/dev/null)" != "$stamp" ]; then
+  command -v debootstrap >/dev/null || die "$NV_CLUSTER" "debootstrap is not installed (scripts/install-system.sh)"
+  say "$NV_CLUSTER" "building its root: Debian $NV_SUITE with Slurm $1 (debootstrap, about a minute)"
+  stop_all
+  rm -rf "$R.new"
+  install -d -m 755 "$(dirname "$R")"
+  debootstrap --variant=minbase --include="$packages" "$NV_SUITE" "$R.new" "$FFP_DEBIAN_MIRROR" \
+    >"$FFP_LOG/debootstrap-$NV_SUITE.log" 2>&1 || die "$NV_CLUSTER" "debootstrap $NV_SUITE failed" "$FFP_LOG/debootstrap-$NV_SUITE.log"
+  rm -rf "$R"
+  mv "$R.new" "$R"
+  echo "$stamp" >"$R/.ffp-root"
+fi
+version=$(chroot "$R" slurmctld -V | awk '{print $2}')
+[ "${version%.*}" = "$1" ] || die "$NV_CLUSTER" "its root has Slurm $version, not $1"
+printf '127.0.0.1 localhost\n%s %s\n' "$NV_CTLD_ADDR" "$NV_CTLD_HOST" >"$R/etc/hosts"
+for i in 1 2; do printf '%s %s\n' "$(nv_node_addr "$i")" "$(nv_node "$i")" >>"$R/etc/hosts"; done
+# The service user, with the host's uid and gid: job folders on the bound work root are its files.
+uid=$(id -u "$FFP_SSH_USER") gid=$(id -g "$FFP_SSH_USER")
+chroot "$R" getent group "$FFP_SSH_USER" >/dev/null || chroot "$R" groupadd -g "$gid" "$FFP_SSH_USER"
+chroot "$R" id "$FFP_SSH_USER" >/dev/null 2>&1 ||
+  chroot "$R" useradd -u "$uid" -g "$gid" -m -s /bin/bash "$FFP_SSH_USER"
+chroot "$R" usermod -p '*' "$FFP_SSH_USER"  # unlocked for key logins (UsePAM no), no password
+# Mount points of the binds (in_root), each folder on their way traversable (the service user runs
+# the venv's Python under /root/.pyenv, say: the host's /root is 701, Debian's root has 700), and
+# the folders the daemons write.
+for d in "${binds[@]}" /run/mysqld /run/mariadbd /run/sshd /run/munge; do
+  install -d -m 755 "$R$d"
+  while [ "$d" != / ]; do d=$(dirname "$d"); chmod o+x "$R$d"; done
+done
+for d in /run/slurm /var/lib/slurm /var/lib/slurm/slurmctld /var/log/slurm; do
+  install -d -o "$(chroot "$R" id -u slurm)" -g "$(chroot "$R" id -g slurm)" -m 755 "$R$d"
+done
+[ -d "$NV_WORK" ] || install -d -m 700 "$NV_WORK"
+chown "$FFP_SSH_USER:" "$NV_WORK"
+chmod 700 "$NV_WORK"
+# munge: a key of this cluster's own (its daemons and no other cluster's trust it).
+if [ ! -s "$R/etc/munge/munge.key" ]; then
+  dd if=/dev/urandom of="$R/etc/munge/munge.key" bs=1024 count=1 status=none
+fi
+chroot "$R" chown munge:munge /etc/munge/munge.key /run/munge
+chmod 400 "$R/etc/munge/munge.key"
+
+# --- configs -------------------------------------------------------------------------------------------
+install -d -m 700 "$FFP_STATE/secrets"
+pw_file=$FFP_STATE/secrets/slurmdbd-$NV_CLUSTER-db-password
+[ -s "$pw_file" ] || (umask 077 && head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$pw_file")
+db_password=$(<"$pw_file")
+mysql --protocol=socket <<SQL || die mariadb "could not create database $NV_DB / user $NV_DB_USER"
+CREATE DATABASE IF NOT EXISTS $NV_DB;
+CREATE USER IF NOT EXISTS '$NV_DB_USER'@'localhost' IDENTIFIED BY '$db_password';
+ALTER USER '$NV_DB_USER'@'localhost' IDENTIFIED BY '$db_password';
+GRANT ALL PRIVILEGES ON $NV_DB.* TO '$NV_DB_USER'@'localhost';
+SQL
+changed=0
+node_lines="" gres_lines="" nodes=""
+for i in 1 2; do
+  node=$(nv_node "$i") gpu=$(nv_gpu "$i")
+  install -d -m 755 "$R/var/lib/ffportal-fake-gpus/$node"
+  touch "$R/var/lib/ffportal-fake-gpus/$node/nvidia0" "$R/var/lib/ffportal-fake-gpus/$node/nvidia1"
+  node_lines+="$(node_line "$node" "$node" "$(nv_node_addr "$i")" "$NV_SLURMD_PORT" 2 "$NV_NODE_MEMORY_MB" "$gpu")"$'\n'
+  gres_lines+="$(gres_line "$node" "$gpu" "/var/lib/ffportal-fake-gpus/$node")"$'\n'
+  nodes+="${nodes:+,}$node"
+done
+render "$FFP_REPO/deploy/slurm/slurm.conf.in" "$R/etc/slurm/slurm.conf" 644 root:root \
+  CLUSTER="$NV_CLUSTER" HOST="$NV_CTLD_HOST" CTLD_ADDR="$NV_CTLD_ADDR" CTLD_PORT="$NV_CTLD_PORT" \
+  SLURMD_PORT="$NV_SLURMD_PORT" DBD_PORT="$NV_DBD_PORT" STATE_DIR=/var/lib/slurm SUFFIX= PER_NODE=-%n \
+  NODES="$nodes" DEF_MEM_PER_CPU=$((NV_NODE_MEMORY_MB / 2)) NODE_LINES="${node_lines%$'\n'}" && changed=1
+render "$FFP_REPO/deploy/slurm/gres.conf.in" "$R/etc/slurm/gres.conf" 644 root:root \
+  GRES_LINES="${gres_lines%$'\n'}" && changed=1
+# No cgroups: like the host's cluster, processes are tracked through /proc (ProctrackType) and memory
+# through jobacct_gather (OverMemoryKill); slurmd >= 24.05 otherwise insists on a cgroup mount,
+# which `ip netns exec` hides (it mounts a /sys of the namespace's own).
+printf '# Written by scripts/cluster/newer.sh.\nCgroupPlugin=disabled\n' >"$R/etc/slurm/cgroup.conf.new"
+if ! cmp -s "$R/etc/slurm/cgroup.conf.new" "$R/etc/slurm/cgroup.conf"; then
+  mv "$R/etc/slurm/cgroup.conf.new" "$R/etc/slurm/cgroup.conf"
+  changed=1
+else
+  rm -f "$R/etc/slurm/cgroup.conf.new"
+fi
+dbd_changed=0
+# Owned by the root's slurm user, named as this host names its uid and gid (what render compares).
+host_name() { getent "$1" "$2" | cut -d: -f1 | grep . || echo UNKNOWN; }
+dbd_owner="$(host_name passwd "$(chroot "$R" id -u slurm)"):$(host_name group "$(chroot "$R" id -g slurm)")"
+render "$FFP_REPO/deploy/slurm/slurmdbd.conf.in" "$R/etc/slurm/slurmdbd.conf" 600 "$dbd_owner" \
+  NODE="$NV_CTLD_HOST" DBD_PORT="$NV_DBD_PORT" DB_NAME="$NV_DB" DB_USER="$NV_DB_USER" DB_PASSWORD="$db_password" \
+  && dbd_changed=1
+if [ "$changed" = 1 ] || [ "$dbd_changed" = 1 ]; then
+  say "$NV_CLUSTER" "config changed: (re)starting its daemons"
+  stop_all
+fi
+
+# --- the daemons ---------------------------------------------------------------------------------------
+if ! daemon_pids munged >/dev/null; then
+  in_root_of runuser -u munge -- /usr/sbin/munged --force >>"$FFP_LOG/$NV_CLUSTER-munged.out" 2>&1 ||
+    die "munged-$NV_CLUSTER" "did not start" "$FFP_LOG/$NV_CLUSTER-munged.out"
+fi
+wait_until "$FFP_TIMEOUT" "munged-$NV_CLUSTER" "$R/var/log/munge/munged.log" in_root_of bash -c 'munge -n | unmunge'
+if ! daemon_pids slurmdbd >/dev/null; then
+  in_root_of slurmdbd </dev/null >>"$FFP_LOG/$NV_CLUSTER-slurmdbd.out" 2>&1 ||
+    die "slurmdbd-$NV_CLUSTER" "did not start" "$R/var/log/slurm/slurmdbd.log"
+fi
+wait_until $((FFP_TIMEOUT * 2)) "slurmdbd-$NV_CLUSTER" "$R/var/log/slurm/slurmdbd.log" sacctmgr -n -P list cluster
+slurm_accounting "$NV_CLUSTER"
+
+# The network: a bridge on the host ($NV_CTLD_ADDR, where slurmctld answers) and one namespace a node.
+if ! ip link show "$NV_BRIDGE" >/dev/null 2>&1; then
+  ip link add "$NV_BRIDGE" type bridge
+  ip addr add "$NV_CTLD_ADDR/24" dev "$NV_BRIDGE"
+fi
+ip link set "$NV_BRIDGE" up
+for i in 1 2; do
+  ns=$NV_NETNS-n$i veth=${NV_BRIDGE}n$i
+  if ! ip netns list | grep -qw "$ns"; then
+    ip netns add "$ns"
+    ip link add "$veth" type veth peer name eth0 netns "$ns"
+    ip link set "$veth" master "$NV_BRIDGE" up
+    ip -n "$ns" addr add "$(nv_node_addr "$i")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" route add default via "$NV_CTLD_ADDR"
+  fi
+done
+
+if ! daemon_pids slurmctld >/dev/null; then
+  in_root_of slurmctld </dev/null >>"$FFP_LOG/$NV_CLUSTER-slurmctld.out" 2>&1 ||
+    die "slurmctld-$NV_CLUSTER" "did not start" "$R/var/log/slurm/slurmctld.log"
+fi
+ctld_up() { in_root_of scontrol ping | grep -q 'is UP'; }
+wait_until "$FFP_TIMEOUT" "slurmctld-$NV_CLUSTER" "$R/var/log/slurm/slurmctld.log" ctld_up
+for i in 1 2; do
+  node=$(nv_node "$i")
+  install -d -m 755 "$R/var/lib/slurm/slurmd-$node"
+  if ! node_pid "$i" >/dev/null; then
+    in_node "$i" slurmd -N "$node" </dev/null >>"$FFP_LOG/$NV_CLUSTER-slurmd-$node.out" 2>&1 ||
+      die "slurmd-$node" "did not start" "$R/var/log/slurm/slurmd-$node.log"
+  fi
+done
+nodes_up() { [ "$(in_root_of sinfo -h -N -o '%N %t' | grep -cE ' (idle|mix|alloc)')" -ge 2 ]; }
+wait_until $((FFP_TIMEOUT * 2)) "$NV_CLUSTER" "$R/var/log/slurm/slurmctld.log" nodes_up
+
+# --- the login node: an sshd for the service user, in the root, on 127.0.0.1 ------------------------------
+ssh_dir=$R/etc/ssh/ffportal
+install -d -m 700 "$ssh_dir"
+[ -s "$ssh_dir/ssh_host_ed25519_key" ] ||
+  ssh-keygen -q -t ed25519 -N '' -C "ffportal-sshd@$NV_CLUSTER" -f "$ssh_dir/ssh_host_ed25519_key"
+home=$(chroot "$R" getent passwd "$FFP_SSH_USER" | cut -d: -f6)
+install -d -o "$uid" -g "$gid" -m 700 "$R$home/.ssh"
+install -o "$uid" -g "$gid" -m 600 "$FFP_SSH_KEY.pub" "$R$home/.ssh/authorized_keys"
+sshd_changed=0
+render "$FFP_REPO/deploy/ssh/sshd_config.in" "$ssh_dir/sshd_config" 600 root:root \
+  LISTEN="127.0.0.1:$NV_SSH_PORT" HOST_KEY=/etc/ssh/ffportal/ssh_host_ed25519_key PID_FILE=/run/sshd-ffportal.pid \
+  USER="$FFP_SSH_USER" AUTHORIZED_KEYS=.ssh/authorized_keys && sshd_changed=1
+if [ "$sshd_changed" = 1 ]; then
+  # shellcheck disable=SC2046
+  stop_pid "sshd-$NV_CLUSTER" $(daemon_pids sshd || true)
+fi
+if ! daemon_pids sshd >/dev/null; then
+  in_root_of /usr/sbin/sshd -f /etc/ssh/ffportal/sshd_config -E "/var/log/sshd-ffportal.log" </dev/null ||
+    die "sshd-$NV_CLUSTER" "did not start on 127.0.0.1:$NV_SSH_PORT" "$R/var/log/sshd-ffportal.log"
+fi
+echo "[127.0.0.1]:$NV_SSH_PORT $(cut -d' ' -f1-2 "$ssh_dir/ssh_host_ed25519_key.pub")" >"$NV_KNOWN_HOSTS"
+login_works() { FFP_SSH_PORT=$NV_SSH_PORT FFP_SSH_KNOWN_HOSTS=$NV_KNOWN_HOSTS ffp_ssh sinfo -h; }
+wait_until "$FFP_TIMEOUT" "sshd-$NV_CLUSTER" "$R/var/log/sshd-ffportal.log" login_works
+
+# --- what the portal needs to know (seed_local) --------------------------------------------------------------
+install -d -m 755 "$(dirname "$NV_INFO")"
+cat >"$NV_INFO" <<JSON
+{"version": "$1", "slurm": "$version", "cluster": "$NV_CLUSTER", "slug": "$NV_SLUG",
+ "ssh_port": $NV_SSH_PORT, "known_hosts": "$NV_KNOWN_HOSTS", "work_root": "$NV_WORK",
+ "gpu_types": ["$(nv_gpu 1)", "$(nv_gpu 2)"], "nodes": ["$(nv_node 1)", "$(nv_node 2)"],
+ "apptainer": $( [ -x "$R/usr/bin/apptainer" ] && echo true || echo false )}
+JSON
+private_logs
+say "$NV_CLUSTER" "Slurm $version ready in $(elapsed "$started")s (nodes $nodes; ssh $FFP_SSH_USER@127.0.0.1:$NV_SSH_PORT)"
