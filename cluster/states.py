@@ -137,6 +137,9 @@ _LIMIT = gettext_noop("your group's limit of running jobs is reached")
 #: a task Slurm put back in the queue after it started (squeue's RestartCnt > 0): with
 #: PreemptMode=REQUEUE an urgent job took its GPU; it runs again by itself and skips what it finished
 _PAUSED = gettext_noop("paused to make room for urgent work; continues automatically")
+#: the same, when the node it ran on is down or not answering (sinfo): Slurm requeued it after the
+#: node failed (NODE_FAIL, JobRequeue=1), and it runs again on another node, skipping what it finished
+_NODE_FAILED = gettext_noop("a cluster computer failed; the work continues on another")
 #: a task of a job in a GPU booking that had not started when the booking's reservation ended:
 #: Slurm holds it for good (RESV_DEL_HOLD, seen on 22.05)
 _BOOKING_OVER = gettext_noop("held: the GPU booking ended before this batch could start; cancel the job and use "
@@ -163,6 +166,11 @@ _PENDING = {
     "Licenses": gettext_noop("waiting for a licence"),
     "launch failed requeued held": gettext_noop("held after a failed start (ask an admin)"),
 }
+
+
+def node_failed_reason(_: Callable[[str], str] = same) -> str:
+    """What a waiting task that Slurm requeued from a computer that died says (it runs again elsewhere)."""
+    return _(_NODE_FAILED)
 
 
 def paused_reason(_: Callable[[str], str] = same) -> str:

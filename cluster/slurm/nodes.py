@@ -55,6 +55,17 @@ def parse_sinfo(json_text: str) -> list[SlurmNode]:
     return nodes
 
 
+def dead_nodes_argv() -> list[str]:
+    """`sinfo` of the nodes that are down, failed or not answering, one name a line (a node in two
+    partitions twice). The watcher asks it in its round trip: a task Slurm requeued from such a node
+    was not paused for urgent work, its computer failed."""
+    return ["sinfo", "--noheader", "--Node", "--states=down,fail,no_respond", "--format=%N"]
+
+
+def parse_dead_nodes(stdout: str) -> frozenset[str]:
+    return frozenset(line.strip() for line in (stdout or "").splitlines() if line.strip())
+
+
 def _from_groups(groups: list[dict]) -> list[SlurmNode]:
     by_name: dict[str, SlurmNode] = {}
     for rec in groups:

@@ -29,6 +29,10 @@ The rules:
   never failed. So is a task Slurm reports PREEMPTED, for REQUEUE_WAIT (the moment before the
   requeued run appears; seen in a real run: the job was ended early without this), after which
   it has ended PREEMPTED (a cluster that cancels preempted work); the target its worker was stopped on waits again (the rerun skips finished ones).
+- A requeued task whose node is down or not answering (sinfo, same round trip) lost its computer:
+  "a cluster computer failed; the work continues on another" (Slurm reruns it on a node that
+  works, skipping what it finished). A task that ended NODE_FAIL (a cluster that does not requeue)
+  is retried by the portal (`jobs.retry`).
 - A job none of whose tasks runs carries Slurm's own estimate of its start (the earliest of its
   waiting tasks' squeue StartTime), `ExpectedStart`; None once a task runs or Slurm has none.
 - Only the tasks of the current attempt follow its Slurm job: a retry reruns some indexes, and a
@@ -41,7 +45,7 @@ The rules:
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from django.utils.translation import gettext  # the job's language: the caller activates it (jobs.words)
 
@@ -51,174 +55,11 @@ from worker.progress import TaskProgress
 from worker.safety import HELD_BACK
 
 from jobs.target_words import target_message
-
-#: how long a submitted job may be unknown to both squeue and sacct before it counts as lost
-LOST_AFTER = timedelta(minutes=5)
-#: how long a task killed by SIGKILL is re-read for slurmstepd's memory-kill line
-KILL_LINE_WAIT = timedelta(seconds=20)
-#: how long a task Slurm reports PREEMPTED is taken for one being requeued (PreemptMode=REQUEUE:
-#: sacct shows the PREEMPTED run for a moment before the requeued one) rather than ended
-#: (PreemptMode=CANCEL): seen requeued within seconds on 22.05
-REQUEUE_WAIT = timedelta(minutes=2)
-#: how long a target's output fetch may be outstanding before it is asked for again
-FETCH_AGAIN_AFTER = timedelta(minutes=2)
-
-PENDING, RUNNING, FAILED, OUT_OF_MEMORY = "PENDING", "RUNNING", "FAILED", "OUT_OF_MEMORY"
-
-
-# ---- what the portal knows (rows as plain values) -----------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class TaskRow:
-    index: int
-    state: str = PENDING
-    node: str = ""
-    exit_code: int | None = None
-    reason: str = ""
-    elapsed_seconds: int | None = None
-    gpus: int = 0
-    attempt: int = 1
-    log_wait_since: datetime | None = None
-
-    @property
-    def is_terminal(self) -> bool:
-        return slurm_states.is_terminal(self.state)
-
-
-@dataclasses.dataclass(frozen=True)
-class TargetRow:
-    index: int
-    task_index: int
-    status: str = "waiting"
-    message: str = ""
-    faces_found: int = 0
-    faces_swapped: int = 0
-    seconds: float | None = None
-    frames_done: int | None = None
-    frames_total: int | None = None
-    failed_with_task: bool = False
-    has_output: bool = False
-    fetch_asked_at: datetime | None = None
-    has_thumbnail: bool = False
-
-    @property
-    def is_ok(self) -> bool:
-        return self.status in OK_STATUSES
-
-
-@dataclasses.dataclass(frozen=True)
-class JobRow:
-    id: str
-    status: str
-    slurm_job_id: str
-    submitted_at: datetime | None
-    error: str = ""
-    expected_start: datetime | None = None
-    tasks: tuple[TaskRow, ...] = ()
-    targets: tuple[TargetRow, ...] = ()
-    #: the attempt whose Slurm job `slurm_job_id` is; a task of an earlier attempt (one a retry did
-    #: not rerun) is not in that job, and nothing Slurm says of that job changes it
-    attempt: int = 1
-    #: when the pages last saw it change (None: not since it was submitted); `cancel_requested`
-    #: and the template's time limit: when it counts as stale (`jobs.watcher.reconcile`)
-    changed_at: datetime | None = None
-    cancel_requested: bool = False
-    time_limit_seconds: int = 0
-
-    def in_attempt(self, task: TaskRow) -> bool:
-        return task.attempt == self.attempt
-
-
-# ---- what the cluster said ----------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class SlurmAnswer:
-    """One job's tasks as squeue and sacct reported them this cycle, by array index.
-
-    `answered`: every command asked answered without an error (an empty answer is still an answer).
-    `asked_accounting`: sacct was asked about this job this cycle; when False, `accounted` is empty
-    because nobody asked, not because Slurm forgot the job.
-    """
-
-    queued: dict[int, SlurmTask] = dataclasses.field(default_factory=dict)
-    accounted: dict[int, SlurmTask] = dataclasses.field(default_factory=dict)
-    answered: bool = True
-    asked_accounting: bool = True
-
-
-# ---- what changes -------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class TaskChange:
-    index: int
-    fields: dict
-
-
-@dataclasses.dataclass(frozen=True)
-class TargetChange:
-    index: int
-    fields: dict
-
-
-@dataclasses.dataclass(frozen=True)
-class HeldBack:
-    """A result the worker's content check refused and deleted: audited once, as its target fails."""
-
-    index: int
-    labels: tuple
-
-
-@dataclasses.dataclass(frozen=True)
-class FetchOutputs:
-    indexes: tuple[int, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class FetchPosters:
-    """Running videos whose worker wrote a poster the job page does not have yet."""
-
-    indexes: tuple[int, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class JobMove:
-    """A lifecycle move (`jobs.lifecycle.TRANSITIONS`) with the fields it writes."""
-
-    name: str
-    fields: dict = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class ClearError:
-    """Every task is queued with a reason of its own: the job's older message no longer applies."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ExpectedStart:
-    """Slurm's estimate of when the job's first task starts changed (None: none, or it runs)."""
-
-    when: datetime | None
-
-
-@dataclasses.dataclass(frozen=True)
-class EndAttempt:
-    """Every task ended and every output is in: retry automatically, or finalise the job."""
-
-
-Change = TaskChange | TargetChange | FetchOutputs | FetchPosters | JobMove | ClearError | ExpectedStart | EndAttempt
-
-
-@dataclasses.dataclass
-class Decision:
-    changes: list = dataclasses.field(default_factory=list)
-    #: array indexes whose log must be read in the next cycle's round trip
-    logs_wanted: list[int] = dataclasses.field(default_factory=list)
-
-    def of(self, kind) -> list:
-        return [c for c in self.changes if isinstance(c, kind)]
-
-
-OK_STATUSES = frozenset({"done", "no_face", "skipped"})
+from jobs.watcher.rows import (  # noqa: F401 (the rules' vocabulary, imported from here by their callers)
+    FAILED, FETCH_AGAIN_AFTER, KILL_LINE_WAIT, LOST_AFTER, OK_STATUSES, OUT_OF_MEMORY, PENDING, REQUEUE_WAIT,
+    RUNNING, ClearError, Decision, EndAttempt, ExpectedStart, FetchOutputs, FetchPosters, HeldBack, JobMove,
+    JobRow, SlurmAnswer, TargetChange, TargetRow, TaskChange, TaskRow,
+)
 
 
 # ---- the rules ----------------------------------------------------------------------------------
@@ -249,13 +90,14 @@ def _is_sigkill(st: SlurmTask) -> bool:
 
 
 def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetime,
-                requeued: bool = False) -> tuple[dict, bool]:
+                requeued: bool = False, dead_nodes: frozenset[str] = frozenset()) -> tuple[dict, bool]:
     """(fields to change, waits for its log) for one task. `requeued`: sacct reports the task
-    active again after an end (Slurm requeued it), so an end recorded earlier is undone."""
+    active again after an end (Slurm requeued it), so an end recorded earlier is undone.
+    `dead_nodes`: the cluster's nodes that are down or not answering."""
     if task.is_terminal and not slurm_states.is_terminal(st.state):
         if not requeued:
             return {}, False  # never back out of an end on a stale answer
-        return _recorded(task, st, st.state, _waiting_reason(st)), False
+        return _recorded(task, st, st.state, _waiting_reason(st, task, dead_nodes)), False
     if st.state == "PREEMPTED" and not task.is_terminal:
         since = task.log_wait_since or now  # when it was first seen preempted
         if now - since < REQUEUE_WAIT:
@@ -276,16 +118,22 @@ def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetim
     if slurm_states.is_terminal(st.state):
         state = slurm_states.effective_state(st, "")
         return _recorded(task, st, state, "" if state == "COMPLETED" else slurm_states.plain_reason(st, "", gettext)), False
-    return _recorded(task, st, st.state, _waiting_reason(st)), False
+    return _recorded(task, st, st.state, _waiting_reason(st, task, dead_nodes)), False
 
 
-def _waiting_reason(st: SlurmTask) -> str:
-    """Why a task waits, in plain words; "" for one that runs."""
+def _waiting_reason(st: SlurmTask, task: TaskRow, dead_nodes: frozenset[str]) -> str:
+    """Why a task waits, in plain words; "" for one that runs. A task Slurm requeued after it started
+    was either paused for urgent work or lost its computer: the node it last ran on (kept on its row
+    while it waits) being down tells which. squeue says the same of both (BeginTime, a restart
+    count; seen on 22.05, 24.11 and 26.05), and the earlier run's end is only in sacct --duplicates."""
     if st.state == "RESV_DEL_HOLD":
         return slurm_states.booking_over_reason(gettext)
     if st.state != PENDING:
         return ""
     if st.restarts:
+        node_failed = slurm_states.node_failed_reason(gettext)
+        if (task.node and task.node in dead_nodes) or task.reason == node_failed:
+            return node_failed
         return slurm_states.paused_reason(gettext)
     return slurm_states.pending_reason(st.reason, _=gettext)
 
@@ -349,15 +197,18 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
             continue
         ended_before = slurm.accounted.get(task.index)
         requeued = ended_before is not None and not slurm_states.is_terminal(ended_before.state)
-        fields, waits = decide_task(task, st, log_tails.get(task.index), now, requeued=requeued)
+        fields, waits = decide_task(task, st, log_tails.get(task.index), now, requeued=requeued,
+                                    dead_nodes=slurm.dead_nodes)
         if waits:
             decision.logs_wanted.append(task.index)
         if fields:
             changes.append(TaskChange(task.index, fields))
             tasks[task.index] = dataclasses.replace(task, **fields)
 
-    # Tasks requeued after they started (preempted): the target their worker was stopped on waits again.
-    paused = {i for i, t in tasks.items() if t.state == PENDING and t.reason == slurm_states.paused_reason(gettext)}
+    # Tasks requeued after they started (preempted, or their node failed): the target their worker
+    # was stopped on waits again, saying why.
+    requeued_why = (slurm_states.paused_reason(gettext), slurm_states.node_failed_reason(gettext))
+    paused = {i: t.reason for i, t in tasks.items() if t.state == PENDING and t.reason in requeued_why}
     targets: dict[int, TargetRow] = {t.index: t for t in job.targets}
     posters = []
     for progress in records:
@@ -367,7 +218,7 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
                 continue
             fields = target_fields(rec)
             if target.task_index in paused and fields["failed_with_task"]:
-                fields.update(status="waiting", message=slurm_states.paused_reason(gettext), failed_with_task=False,
+                fields.update(status="waiting", message=paused[target.task_index], failed_with_task=False,
                               seconds=None)
             new = {k: v for k, v in fields.items() if getattr(target, k) != v}
             if new:

@@ -3,7 +3,8 @@
     poll (this module)  ->  decide (jobs.watcher.decide, pure)  ->  apply (jobs.watcher.apply)
 
 Each cycle runs `squeue` (text, of our jobs only: `cluster.slurm.queue`), the accounting query, a
-`find` over the jobs' progress folders and `tail` of the logs the last cycle asked for, all in ONE
+`find` over the jobs' progress folders, `sinfo` of the nodes that are down (`cluster.slurm.nodes`) and
+`tail` of the logs the last cycle asked for, all in ONE
 exec (`SSHRunner.run_batch`), whatever happens. The accounting query (`cluster.slurm.accounting`)
 runs `sacct` (~0.36 s of slurmdbd, the cycle's largest fixed cost) only for the jobs with a task
 that left the queue, decided on the cluster in that same exec from the tasks the rows call queued
@@ -86,7 +87,8 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
         accounting.setdefault(attempt.slurm_job_id, [])
     commands = [slurm.squeue_tasks_argv(ids),
                 slurm.accounting_when_needed_argv(accounting, mark, every_job),
-                progress_argv([f.progress for f in folders.values()])]
+                progress_argv([f.progress for f in folders.values()]),
+                slurm.dead_nodes_argv()]
     commands += [log_tail_argv(path) for _job, _index, path in logs]
     try:
         runner = cluster.runner_for(profile)
@@ -96,7 +98,9 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
         _unreachable(profile, jobs, exc)
         result.error = str(exc)
         return result
-    sq, acct, pr, *tails = answers
+    sq, acct, pr, dead, *tails = answers
+    # (a failed sinfo names no node: a requeued task then reads as paused, never as failed)
+    dead_nodes = slurm.parse_dead_nodes(dead.stdout) if dead.rc == 0 else frozenset()
     pub = Publisher()
     _reachable(profile, jobs, pub)
 
@@ -111,7 +115,7 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     now = timezone.now()
     for job in jobs:
         answer = SlurmAnswer(queued=in_queue.get(job.slurm_job_id, {}), accounted=in_acct.get(job.slurm_job_id, {}),
-                             answered=answered, asked_accounting=job.slurm_job_id in asked)
+                             answered=answered, asked_accounting=job.slurm_job_id in asked, dead_nodes=dead_nodes)
         # Slurm's reasons and the job's messages, in the owner's words; its lines carry its ids.
         with in_language_of(job), log_context(job_id=str(job.id), slurm_job_id=job.slurm_job_id):
             records = _records(job, docs.get(folders[job.pk].progress, []))

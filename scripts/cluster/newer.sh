@@ -2,6 +2,8 @@
 # A NEWER local Slurm cluster, in a Debian root of its own beside the host's Slurm 22.05:
 #   newer.sh VERSION up     build its root if needed, start it (idempotent)
 #   newer.sh VERSION down   cancel the service user's jobs on it and stop it
+#   newer.sh VERSION exec CMD...      run CMD as root on it (scontrol, sacctmgr: what an admin does)
+#   newer.sh VERSION kill-node 1|2    kill every process of that compute node at once (a power loss)
 # VERSION: 24.11 (Debian 13 "trixie") or 26.05 (Debian unstable "sid", which also has Apptainer).
 #
 # What sites run, on one machine: its own munge key and munged, its own slurmdbd (its own database on
@@ -23,7 +25,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || die newer.sh "must run as root"
-[ $# -eq 2 ] || die newer.sh "usage: newer.sh 24.11|26.05 up|down"
+[ $# -ge 2 ] || die newer.sh "usage: newer.sh 24.11|26.05 up|down|exec CMD...|kill-node 1|2"
 newer_env "$1"   # NV_* (lib.sh): suite, names, ports, addresses, folders of this version
 action=$2
 started=$EPOCHREALTIME
@@ -63,6 +65,19 @@ stop_all() {
 
 case $action in
 up) ;;
+exec)
+  # newer.sh VERSION exec CMD...: CMD as root on that cluster (its root; the controller's network).
+  shift 2
+  in_root_of "$@"
+  exit ;;
+kill-node)
+  # newer.sh VERSION kill-node I: node I loses power: every process in its network namespace
+  # (slurmd, slurmstepd, the tasks) is killed at once. `up` starts its slurmd again.
+  [ $# -eq 3 ] && [[ $3 =~ ^[12]$ ]] || die newer.sh "usage: newer.sh VERSION kill-node 1|2"
+  # shellcheck disable=SC2046 # one word per pid
+  kill -KILL $(ip netns pids "$NV_NETNS-n$3") 2>/dev/null || true
+  say "$(nv_node "$3")" "killed (every process of the node)"
+  exit 0 ;;
 down)
   if daemon_pids slurmctld >/dev/null; then
     in_root_of scancel -u "$FFP_SSH_USER" 2>/dev/null || true
@@ -71,7 +86,7 @@ down)
   rm -f "$NV_INFO"
   say "$NV_CLUSTER" "stopped"
   exit 0 ;;
-*) die newer.sh "usage: newer.sh 24.11|26.05 up|down" ;;
+*) die newer.sh "usage: newer.sh 24.11|26.05 up|down|exec CMD...|kill-node 1|2" ;;
 esac
 
 # --- the root -----------------------------------------------------------------------------------------
@@ -141,7 +156,7 @@ for i in 1 2; do
   nodes+="${nodes:+,}$node"
 done
 render "$FFP_REPO/deploy/slurm/slurm.conf.in" "$R/etc/slurm/slurm.conf" 644 root:root \
-  CLUSTER="$NV_CLUSTER" HOST="$NV_CTLD_HOST" CTLD_ADDR="$NV_CTLD_ADDR" CTLD_PORT="$NV_CTLD_PORT" \
+  CLUSTER="$NV_CLUSTER" HOST="$NV_CTLD_HOST" SLURMD_TIMEOUT=30 CTLD_ADDR="$NV_CTLD_ADDR" CTLD_PORT="$NV_CTLD_PORT" \
   SLURMD_PORT="$NV_SLURMD_PORT" DBD_PORT="$NV_DBD_PORT" STATE_DIR=/var/lib/slurm SUFFIX= PER_NODE=-%n \
   NODES="$nodes" DEF_MEM_PER_CPU=$((NV_NODE_MEMORY_MB / 2)) NODE_LINES="${node_lines%$'\n'}" && changed=1
 render "$FFP_REPO/deploy/slurm/gres.conf.in" "$R/etc/slurm/gres.conf" 644 root:root \

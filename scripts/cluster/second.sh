@@ -64,7 +64,7 @@ changed=0
 # comes out of the reserve (at least 1 GiB) up.sh leaves the OS on the first node, so the two nodes
 # together never claim more than exists; both share the CPUs (CPUs=2: jobs here are tiny).
 render "$FFP_REPO/deploy/slurm/slurm.conf.in" "$conf" 644 root:root \
-  CLUSTER="$FFP_SECOND_CLUSTER" HOST="$NODE_NAME" CTLD_ADDR=127.0.0.1 CTLD_PORT="$FFP_SECOND_CTLD_PORT" \
+  CLUSTER="$FFP_SECOND_CLUSTER" HOST="$NODE_NAME" SLURMD_TIMEOUT=300 CTLD_ADDR=127.0.0.1 CTLD_PORT="$FFP_SECOND_CTLD_PORT" \
   SLURMD_PORT="$FFP_SECOND_SLURMD_PORT" DBD_PORT=6819 STATE_DIR="$state_dir" SUFFIX=-second PER_NODE= NODES="$node" \
   DEF_MEM_PER_CPU=$((FFP_SECOND_MEMORY_MB / 2)) \
   NODE_LINES="$(node_line "$node" "$NODE_NAME" 127.0.0.1 "$FFP_SECOND_SLURMD_PORT" 2 "$FFP_SECOND_MEMORY_MB" "$gpu_type")" \

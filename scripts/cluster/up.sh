@@ -141,7 +141,7 @@ done
 slurm_changed=0
 dbd_changed=0
 render "$DEPLOY/slurm/slurm.conf.in" "$SLURM_ETC/slurm.conf" 644 root:root \
-  CLUSTER="$FFP_SLURM_CLUSTER" HOST="$NODE_NAME" CTLD_ADDR=127.0.0.1 CTLD_PORT=6817 SLURMD_PORT=6818 DBD_PORT=6819 \
+  CLUSTER="$FFP_SLURM_CLUSTER" HOST="$NODE_NAME" SLURMD_TIMEOUT=300 CTLD_ADDR=127.0.0.1 CTLD_PORT=6817 SLURMD_PORT=6818 DBD_PORT=6819 \
   STATE_DIR=/var/lib/slurm SUFFIX= PER_NODE= NODES="$NODE_NAME" DEF_MEM_PER_CPU="$def_mem_per_cpu" \
   NODE_LINES="$(node_line "$NODE_NAME" "$NODE_NAME" 127.0.0.1 6818 "$cpus" "$real_memory" "${FFP_GPU_GRES#*:}")" \
   && slurm_changed=1

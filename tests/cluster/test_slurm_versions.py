@@ -55,8 +55,9 @@ def test_every_version_has_every_scenario_and_nothing_untested():
     for version in VERSIONS:
         names = {p.name for p in (SAMPLES / version).iterdir()}
         assert CAPTURED <= names, (version, CAPTURED - names)
-    for version in NEWER:
-        assert {p.name for p in (SAMPLES / version).iterdir()} == CAPTURED_NEWER, version
+    for version in NEWER:  # and, on 24.11, a dead node's requeued tasks (tests/portal/test_node_failure_watcher.py)
+        extra = {"squeue_tasks_node_failed.txt"} if version == "24.11" else set()
+        assert {p.name for p in (SAMPLES / version).iterdir()} == CAPTURED_NEWER | extra, version
     assert sorted(p.name for p in SAMPLES.iterdir()) == VERSIONS
 
 

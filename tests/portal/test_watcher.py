@@ -35,15 +35,15 @@ class FakeRunner:
     """Answers run_batch([squeue, accounting query, find progress, tail...]) with canned texts.
 
     The watcher's `squeue` gets the tasks of the jobs it asked about in the canned `squeue --json`,
-    as text; or `squeue_failure` (exit status, stderr) when set. The accounting query (`sh -c ...`)
+    as text; or `squeue_failure` (exit status, stderr) when set; `sinfo` names `dead_nodes`. The accounting query (`sh -c ...`)
     runs for real on this machine, with stand-in `squeue` and `sacct` programs: `squeue` lists the
     tasks the canned queue shows queued or running, `sacct` prints the canned texts. `accounted`
     records the jobs each cycle asked sacct about.
     """
 
     def __init__(self, sacct="", codes="", progress="", squeue=EMPTY_SQUEUE, log_tail="",
-                 squeue_failure=None):
-        self.answers = {"squeue": squeue, "sacct": sacct, "codes": codes, "find": progress}
+                 squeue_failure=None, dead_nodes=""):
+        self.answers = {"squeue": squeue, "sacct": sacct, "codes": codes, "find": progress, "sinfo": dead_nodes}
         self.log_tail = log_tail
         self.squeue_failure = squeue_failure
         self.batches = []
@@ -150,8 +150,9 @@ def test_it_polls_every_active_job_in_one_round_trip(fake, owner, template):
         make_job(owner, template, sid, tasks=1)
     watcher.poll_profile(template.cluster)
     assert len(runner.batches) == 1
-    squeue, accounting, find = runner.batches[0]
+    squeue, accounting, find, sinfo = runner.batches[0]
     assert squeue[:3] == ["env", "TZ=UTC", "squeue"] and accounting[0] == "sh" and find[0] == "find"
+    assert sinfo[:4] == ["sinfo", "--noheader", "--Node", "--states=down,fail,no_respond"]
     assert runner.accounted == ["101,102,103"]
 
 
@@ -172,9 +173,9 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template, la
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING and job.tasks.get(index=2).state == "RUNNING"  # its log is read next
-    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "find"]
+    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "find", "sinfo"]
     watcher.poll_profile(template.cluster)
-    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "find", "tail"]
+    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "find", "sinfo", "tail"]
     assert runner.batches[-1][-1][-1] == job.folder.log("33", 2)
     job.refresh_from_db()
     assert job.status == JobStatus.PARTIALLY_FAILED
