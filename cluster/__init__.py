@@ -33,7 +33,7 @@ from .slurm import (
     REFUSAL_CODES, GpuUse, NodeGpus, SlurmReservation, expand_hostlist, gpu_history_argv, gpu_inventory_argv,
     parse_gpu_history, parse_gpu_inventory, parse_reservations, parse_slurm_time, reservation_create_argv,
     reservation_delete_argv, reservation_refusal, reservation_update_argv, reservations_show_argv, slurm_time,
-    window_minutes,
+    window_minutes, parse_slurm_release, reserves_gpus,
 )
 from .ssh import (
     ClusterConfig, CommandResult, RemoteEntry, SSHRunner, close_all_runners, get_runner, runner_for,
@@ -60,7 +60,7 @@ __all__ = [
     "SlurmReservation", "NodeGpus", "GpuUse", "REFUSAL_CODES", "reservation_create_argv", "reservation_update_argv",
     "reservation_delete_argv", "reservations_show_argv", "parse_reservations", "reservation_refusal",
     "gpu_inventory_argv", "parse_gpu_inventory", "gpu_history_argv", "parse_gpu_history", "expand_hostlist",
-    "slurm_time", "parse_slurm_time", "window_minutes",
+    "slurm_time", "parse_slurm_time", "window_minutes", "parse_slurm_release", "reserves_gpus",
     # states
     "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
     "effective_state", "plain_reason", "pending_reason",

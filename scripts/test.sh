@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# `make test`: start what the tests need (the real local cluster: munge, MariaDB, slurmdbd,
-# slurmctld, slurmd, sshd, Redis), then run every test. A component that does not come up fails
+# `make test`: start what the tests need (the real local clusters: munge, MariaDB, slurmdbd,
+# slurmctld, slurmd, sshd, Redis; Slurm 22.05 on this host, 24.11 and 26.05 beside it), then run
+# every test. A component that does not come up fails
 # the run loudly (scripts/cluster/up.sh exits non-zero); no test skips for a missing component.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/cluster/up.sh
+# The newer Slurm clusters (24.11 and 26.05, two nodes each, in Debian roots: about 2 minutes the
+# first time, seconds after), started beside the rest; the contract suite's third run waits for them.
+mkdir -p artifacts
+newer_log=artifacts/newer-clusters.log newer_rc=artifacts/newer-clusters.rc
+rm -f "$newer_rc"
+(
+  bash scripts/cluster/newer.sh 24.11 up & a=$!
+  bash scripts/cluster/newer.sh 26.05 up & b=$!
+  wait "$a" && wait "$b"
+  echo $? >"$newer_rc"
+) >"$newer_log" 2>&1 &
 # The portal's service user (its processes in test_make_up and the production shape run as it).
 bash scripts/web-user.sh
 # PostgreSQL, the production database: every test runs on it (below).
@@ -27,8 +39,15 @@ main_pytest() {
     DATABASE_URL=$postgres_url pytest "$@"
   fi
 }
+# newer_up: wait until both newer clusters are up (or failed to come up), from any subshell.
+newer_up() {
+  while [ ! -s "$newer_rc" ]; do sleep 1; done
+  cat "$newer_log"
+  [ "$(<"$newer_rc")" = 0 ]
+}
 if [ $# -gt 0 ]; then
-  # Chosen files: run once, as asked.
+  # Chosen files: run once, as asked (with every cluster up: a contract test may run on any).
+  newer_up || { echo "a newer Slurm cluster did not come up ($newer_log)" >&2; exit 1; }
   main_pytest "$@"
   rc=$?
 else
@@ -79,14 +98,30 @@ else
     exit "$side_rc"
   ) >"$side_log" 2>&1 &
   side=$!
+  # The third run: the contract suite's tests on the newer clusters (tests/e2e/sites.py; their ids
+  # name the version), once those are up. Its own test database and Redis database (the side run's
+  # server: the fault tests restart the main one).
+  newer_run_log=artifacts/test-newer-run.log
+  (
+    newer_up || { echo "a newer Slurm cluster did not come up" >&2; exit 1; }
+    export REDIS_URL="$side_redis_base/12"
+    [ "${FFP_TEST_DATABASE:-postgres}" = sqlite ] || export TEST_DATABASE_NAME=test_ffportal_newer
+    main_pytest tests/e2e -k "slurm2411 or slurm2605"
+  ) >"$newer_run_log" 2>&1 &
+  newer_run=$!
   main_pytest tests --ignore=tests/portal --ignore=tests/worker \
-    --ignore=tests/test_architecture.py
+    --ignore=tests/test_architecture.py -k "not slurm2411 and not slurm2605"
   rc=$?
   wait "$side"
   side_rc=$?
+  wait "$newer_run"
+  newer_rc=$?
   echo "===== the side run (tests/portal, tests/worker; then the database tests on SQLite): $side_log ====="
   cat "$side_log"
+  echo "===== the contract suite on Slurm 24.11 and 26.05: $newer_run_log ====="
+  cat "$newer_run_log"
   [ "$rc" -ne 0 ] || rc=$side_rc
+  [ "$rc" -ne 0 ] || rc=$newer_rc
 fi
 set -e
 # pytest's 5 means "no tests ran": that is a failure here, never a silent pass.

@@ -18,6 +18,12 @@ owned_dir=$(. scripts/cluster/env.sh && . scripts/cluster/lib.sh && echo "$FFP_O
 cluster_was_up=0
 [ -n "$(ls -A "$owned_dir" 2>/dev/null)" ] && cluster_was_up=1
 bash scripts/cluster/up.sh
+# FFP_NEWER=1 make up: the Slurm 24.11 and 26.05 clusters too (two nodes each; docs/slurm-versions.md),
+# each a cluster profile with its templates. They stay up after Ctrl-C (newer.sh VERSION down).
+if [ "${FFP_NEWER:-0}" = 1 ]; then
+  bash scripts/cluster/newer.sh 24.11 up
+  bash scripts/cluster/newer.sh 26.05 up
+fi
 # shellcheck source=scripts/cluster/env.sh
 . scripts/cluster/env.sh
 PY=$PWD/.venv/bin/python

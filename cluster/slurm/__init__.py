@@ -36,7 +36,10 @@ from .output import (
     SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, parse_sacct, parse_sacct_exit_codes,
     parse_sbatch_parsable, parse_scontrol_partitions, parse_squeue,
 )
-from .nodes import SlurmNode, dead_nodes_argv, expand_hostlist, gres_gpu_types, parse_dead_nodes, parse_sinfo
+from .nodes import (
+    SlurmNode, dead_nodes_argv, expand_hostlist, gres_gpu_types, parse_dead_nodes, parse_sinfo, parse_slurm_release,
+    reserves_gpus,
+)
 from .queue import parse_squeue_tasks, squeue_tasks_argv
 from .history import GpuUse, gpu_history_argv, parse_gpu_history
 from .reservations import (
@@ -49,6 +52,7 @@ __all__ = [
     "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv",
     "scontrol_partitions_argv", "accounting_when_needed_argv", "AccountingAnswer", "parse_accounting_when_needed",
     "squeue_tasks_argv", "parse_squeue_tasks", "dead_nodes_argv", "parse_dead_nodes",
+    "parse_slurm_release", "reserves_gpus",
     "SlurmTask", "SlurmNode", "SlurmPartition", "parse_sbatch_parsable", "parse_squeue", "parse_sacct",
     "parse_sacct_exit_codes", "parse_sinfo", "parse_scontrol_partitions", "gres_gpu_types",
     "find_job_by_name", "expand_array_range",

@@ -55,6 +55,22 @@ def parse_sinfo(json_text: str) -> list[SlurmNode]:
     return nodes
 
 
+def parse_slurm_release(json_text: str) -> str:
+    """The Slurm release ("24.11.5") a `--json` answer names in its meta ("" when it names none)."""
+    meta = (_load(json_text, "Slurm").get("meta") or {})
+    return str((meta.get("Slurm") or meta.get("slurm") or {}).get("release") or "")
+
+
+def reserves_gpus(release: str) -> bool:
+    """Whether a reservation of this Slurm release can hold GPUs themselves (`TRES=gres/gpu=N`):
+    from 23.02 on; 22.05 answers "TRES type 'gres/gpu' not supported with reservations" (both seen)."""
+    try:
+        major, minor = (int(p) for p in release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (23, 2)
+
+
 def dead_nodes_argv() -> list[str]:
     """`sinfo` of the nodes that are down, failed or not answering, one name a line (a node in two
     partitions twice). The watcher asks it in its round trip: a task Slurm requeued from such a node

@@ -108,10 +108,13 @@ def parse_slurm_time(text: str) -> datetime | None:
 
 def reservation_create_argv(name: str, start: datetime | str, minutes: int, users: Sequence[str],
                             nodes: Sequence[str], core_count: int | Sequence[int], partition: str = "",
-                            *, ignore_jobs: bool = False) -> list[str]:
+                            *, ignore_jobs: bool = False, gpus: int = 0) -> list[str]:
     """`scontrol create reservation` holding `core_count` cores of `nodes` for `users`.
 
-    `core_count` is one number (Slurm spreads it over the nodes) or one per node. Without
+    `gpus`: hold that many GPUs themselves as well (`tres=cpu=C,gres/gpu=N`, the cores summed):
+    Slurm 23.02 and later (`reserves_gpus`); a job outside the reservation then cannot take them.
+    Without, only the cores are held (22.05), sized so that the GPUs left outside have too few
+    cores to be used. `core_count` is one number (Slurm spreads it over the nodes) or one per node. Without
     `ignore_jobs`, Slurm refuses ("Requested nodes are busy") when running jobs' time limits
     overlap the cores it would need: the honest answer for a booking that starts now. With it, the
     reservation is made anyway and its jobs wait for those cores.
@@ -124,8 +127,12 @@ def reservation_create_argv(name: str, start: datetime | str, minutes: int, user
             "starttime=" + slurm_time(start),
             f"duration={_positive('the duration in minutes', minutes)}",
             "users=" + _names(_USER_NAME, "user name", users),
-            "nodes=" + _names(_NODE_NAME, "node name", nodes),
-            "corecnt=" + ",".join(str(_positive("the core count", c)) for c in counts)]
+            "nodes=" + _names(_NODE_NAME, "node name", nodes)]
+    if gpus:
+        argv.append(f"tres=cpu={sum(_positive('the core count', c) for c in counts)},"
+                    f"gres/gpu={_positive('the GPU count', gpus)}")
+    else:
+        argv.append("corecnt=" + ",".join(str(_positive("the core count", c)) for c in counts))
     if partition:
         argv.append("partitionname=" + _checked(_PARTITION_NAME, "partition name", partition))
     if ignore_jobs:

@@ -70,13 +70,13 @@ class ClusterProfileAdmin(AuditedAdmin):
     search_fields = ("name", "slug", "host")
     prepopulated_fields = {"slug": ("name",)}
     readonly_fields = ("key_status", "last_contact_at", "unreachable_since", "last_error", "max_array_size",
-                       "max_job_count")
+                       "max_job_count", "slurm_release")
     fieldsets = (
         (None, {"fields": ("name", "slug", "is_active")}),
         (_("SSH"), {"fields": ("host", "port", "username", "key_status", "private_key", "known_hosts")}),
         (_("Folders"), {"fields": ("work_root", "target_roots", "path_mapping", "worker_python", "worker_path",
                                    "models_dir")}),
-        (_("Job size"), {"fields": ("max_targets_per_job", "max_array_size", "max_job_count")}),
+        (_("Job size"), {"fields": ("max_targets_per_job", "max_array_size", "max_job_count", "slurm_release")}),
         (_("Health"), {"fields": ("last_contact_at", "unreachable_since", "last_error")}),
     )
 

@@ -17,7 +17,12 @@ INVENTORY_TIMEOUT = 30
 def count_gpus(profile) -> dict[str, list]:
     """{gres type: [NodeGpus ...]} as the cluster says now (raises cluster.ClusterError when it cannot)."""
     result = cluster.runner_for(profile).run(cluster.gpu_inventory_argv(), timeout=INVENTORY_TIMEOUT, check=True)
-    return cluster.parse_gpu_inventory(result.stdout)
+    found = cluster.parse_gpu_inventory(result.stdout)
+    release = cluster.parse_slurm_release(result.stdout)
+    if release and release != profile.slurm_release:  # sinfo names its release: an upgrade is seen here
+        type(profile).objects.filter(pk=profile.pk).update(slurm_release=release)
+        profile.slurm_release = release
+    return found
 
 
 def refresh_inventory(profile) -> dict[str, int]:

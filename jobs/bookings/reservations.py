@@ -68,8 +68,10 @@ def create_argv(booking: Booking, now=None) -> list[str]:
     minutes = max(1, math.ceil((booking.ends_at - begins).total_seconds() / 60))
     nodes, cores = node_plan(booking.gpu_type, booking.gpu_count)
     start = "now" if booking.starts_at <= now else booking.starts_at
+    # Slurm 23.02 and later hold the GPUs themselves; 22.05 only the cores (docs/slurm-bookings.md).
+    gpus = booking.gpu_count if cluster.reserves_gpus(booking.cluster.slurm_release) else 0
     return cluster.reservation_create_argv(booking.reservation_name, start, minutes, [booking.cluster.username],
-                                           nodes, cores[0] if len(cores) == 1 else cores)
+                                           nodes, cores[0] if len(cores) == 1 else cores, gpus=gpus)
 
 
 def _slurm_words(result) -> str:

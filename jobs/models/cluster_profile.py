@@ -61,6 +61,9 @@ class ClusterProfile(models.Model):
     # Read from `scontrol show config` at each submission: arrays are sized to fit them.
     max_array_size = models.PositiveIntegerField(_("Slurm MaxArraySize"), null=True, blank=True, editable=False)
     max_job_count = models.PositiveIntegerField(_("Slurm MaxJobCount"), null=True, blank=True, editable=False)
+    #: the cluster's Slurm release ("24.11.5"), read with its GPUs (jobs.bookings.inventory): what
+    #: its reservations can hold depends on it (cluster.reserves_gpus)
+    slurm_release = models.CharField(_("Slurm release"), max_length=32, blank=True, editable=False)
 
     # Written by the watcher: what the page shows when the cluster cannot be reached.
     last_contact_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -128,12 +128,16 @@ def _waiting_reason(st: SlurmTask, task: TaskRow, dead_nodes: frozenset[str]) ->
     count; seen on 22.05, 24.11 and 26.05), and the earlier run's end is only in sacct --duplicates."""
     if st.state == "RESV_DEL_HOLD":
         return slurm_states.booking_over_reason(gettext)
+    node_failed = slurm_states.node_failed_reason(gettext)
+    if st.restarts and st.state in (PENDING, RUNNING):
+        # Waiting, or already running again elsewhere (26.05 reran it at once: no waiting was seen),
+        # after the node it ran on died; said until it has finished.
+        moved = task.node and task.node != st.node and task.node in dead_nodes
+        if moved or task.reason == node_failed:
+            return node_failed
     if st.state != PENDING:
         return ""
     if st.restarts:
-        node_failed = slurm_states.node_failed_reason(gettext)
-        if (task.node and task.node in dead_nodes) or task.reason == node_failed:
-            return node_failed
         return slurm_states.paused_reason(gettext)
     return slurm_states.pending_reason(st.reason, _=gettext)
 

@@ -90,7 +90,11 @@ down)
 esac
 
 # --- the root -----------------------------------------------------------------------------------------
-packages="slurmctld,slurmd,slurmdbd,slurm-client,munge,openssh-server,iproute2,procps${NV_EXTRA_PACKAGES:+,$NV_EXTRA_PACKAGES}"
+# The daemons, and the shared libraries the portal's venv Python loads (it runs the worker on the
+# nodes, bound in from the host: ctypes' libffi, bz2, lzma, sqlite3, ssl; onnxruntime's libgomp).
+packages="slurmctld,slurmd,slurmdbd,slurm-client,munge,openssh-server,iproute2,procps"
+packages+=",libffi8,libbz2-1.0,liblzma5,libsqlite3-0,libexpat1,zlib1g,libuuid1,libgomp1,libssl3t64"
+packages+="${NV_EXTRA_PACKAGES:+,$NV_EXTRA_PACKAGES}"
 stamp="$NV_SUITE $packages"
 if [ "$(cat "$R/.ffp-root" 2>/dev/null)" != "$stamp" ]; then
   command -v debootstrap >/dev/null || die "$NV_CLUSTER" "debootstrap is not installed (scripts/install-system.sh)"
@@ -258,11 +262,13 @@ wait_until "$FFP_TIMEOUT" "sshd-$NV_CLUSTER" "$R/var/log/sshd-ffportal.log" logi
 
 # --- what the portal needs to know (seed_local) --------------------------------------------------------------
 install -d -m 755 "$(dirname "$NV_INFO")"
-cat >"$NV_INFO" <<JSON
+# Written whole, then renamed: seed_local may read it at any moment (a test run starting beside this).
+cat >"$NV_INFO.new" <<JSON
 {"version": "$1", "slurm": "$version", "cluster": "$NV_CLUSTER", "slug": "$NV_SLUG",
  "ssh_port": $NV_SSH_PORT, "known_hosts": "$NV_KNOWN_HOSTS", "work_root": "$NV_WORK",
  "gpu_types": ["$(nv_gpu 1)", "$(nv_gpu 2)"], "nodes": ["$(nv_node 1)", "$(nv_node 2)"],
  "apptainer": $( [ -x "$R/usr/bin/apptainer" ] && echo true || echo false )}
 JSON
+mv "$NV_INFO.new" "$NV_INFO"
 private_logs
 say "$NV_CLUSTER" "Slurm $version ready in $(elapsed "$started")s (nodes $nodes; ssh $FFP_SSH_USER@127.0.0.1:$NV_SSH_PORT)"

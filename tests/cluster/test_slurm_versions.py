@@ -22,7 +22,8 @@ import pytest
 
 from cluster import SlurmError, find_job_by_name, parse_sacct, parse_sbatch_parsable, parse_sinfo, parse_squeue
 from cluster.slurm import (
-    parse_gpu_history, parse_gpu_inventory, parse_reservations, parse_scontrol_config, parse_scontrol_partitions, parse_squeue_tasks,
+    parse_gpu_history, parse_gpu_inventory, parse_reservations, parse_slurm_release, reservation_create_argv,
+    reserves_gpus, parse_scontrol_config, parse_scontrol_partitions, parse_squeue_tasks,
     sbatch_refusal,
 )
 from cluster.states import effective_state
@@ -55,8 +56,9 @@ def test_every_version_has_every_scenario_and_nothing_untested():
     for version in VERSIONS:
         names = {p.name for p in (SAMPLES / version).iterdir()}
         assert CAPTURED <= names, (version, CAPTURED - names)
-    for version in NEWER:  # and, on 24.11, a dead node's requeued tasks (tests/portal/test_node_failure_watcher.py)
-        extra = {"squeue_tasks_node_failed.txt"} if version == "24.11" else set()
+    # and, on 24.11, a dead node's requeued tasks (tests/portal/test_node_failure_watcher.py); on 26.05, a drained node
+    for version in NEWER:
+        extra = {"24.11": {"squeue_tasks_node_failed.txt"}, "26.05": {"sinfo_drained.json"}}[version]
         assert {p.name for p in (SAMPLES / version).iterdir()} == CAPTURED_NEWER | extra, version
     assert sorted(p.name for p in SAMPLES.iterdir()) == VERSIONS
 
@@ -188,3 +190,34 @@ def test_the_gpu_history_counts_the_gpu_tasks_that_ran(version):
     # every allocation that held GPUs in the hour (the capture's CPU jobs held none)
     assert len(uses) == sum("gres/gpu=" in line for line in text.splitlines())
     assert sum(u.gpus for u in uses) >= 11 and all(u.end is None or u.end >= u.start for u in uses)
+
+
+@pytest.mark.parametrize("version, release, holds", [
+    ("22.05", "22.05.8", False), ("24.11", "24.11.5", True), ("26.05", "26.05.5", True)])
+def test_the_release_sinfo_names_says_whether_a_reservation_can_hold_gpus(version, release, holds):
+    assert parse_slurm_release(sample(version, "sinfo.json")) == release
+    assert reserves_gpus(release) is holds
+
+
+@pytest.mark.parametrize("release", ["", "unknown", "23.02.0", "23.11.10", "22.05.11"])
+def test_reserving_gpus_starts_with_23_02(release):
+    assert reserves_gpus(release) is release.startswith("23.")
+
+
+def test_a_reservation_holds_the_gpus_where_slurm_can_and_only_cores_where_it_cannot():
+    cores_only = reservation_create_argv("ffp_b1", "now", 60, ["ffportal"], ["n1", "n2"], [1, 2])
+    assert cores_only[-2:] == ["nodes=n1,n2", "corecnt=1,2"]
+    holding = reservation_create_argv("ffp_b1", "now", 60, ["ffportal"], ["n1", "n2"], [1, 2], gpus=3)
+    assert holding[-2:] == ["nodes=n1,n2", "tres=cpu=3,gres/gpu=3"] and not any("corecnt" in a for a in holding)
+    with pytest.raises(ValueError):
+        reservation_create_argv("ffp_b1", "now", 60, ["ffportal"], ["n1"], 1, gpus=-1)
+
+
+def test_a_drained_nodes_gpus_are_not_offered_to_bookings():
+    # 26.05, `scontrol update nodename=ffp2605-n2 state=drain reason=maintenance` (state ["IDLE", "DRAIN"])
+    nodes = {n.name: n for n in parse_sinfo(sample("26.05", "sinfo_drained.json"))}
+    assert (nodes["ffp2605-n2"].state, nodes["ffp2605-n2"].state_flags, nodes["ffp2605-n2"].gpus_free) == ("idle", ["DRAIN"], 0)
+    assert nodes["ffp2605-n1"].gpus_free == 2
+    inventory = parse_gpu_inventory(sample("26.05", "sinfo_drained.json"))
+    assert [(g.node, g.usable) for g in inventory["a100"]] == [("ffp2605-n2", False)]
+    assert [(g.node, g.usable) for g in inventory["h200"]] == [("ffp2605-n1", True)]

@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from jobs.models import ClusterProfile, Job, Template
+from tests.e2e import sites
 
 STORAGE = Path(os.environ.get("FFP_STORAGE", "/srv/ffportal/storage"))
 SAMPLES = Path(os.environ.get("FFP_SAMPLE_FACES", str(STORAGE / "samples" / "faces")))
@@ -57,6 +58,12 @@ def local(transactional_db, settings, tmp_path, redis_queue):
     return profile
 
 
+@pytest.fixture(params=sites.VERSIONS, ids=sites.site_id)
+def site(request, local) -> sites.Site:
+    """Each Slurm version in turn (tests/e2e/sites.py): the contract suite's tests take this."""
+    return sites.site(request.param)
+
+
 @pytest.fixture
 def folder():
     """A fresh target folder on the cluster storage; removed afterwards."""
@@ -95,7 +102,9 @@ def watch_until(job: Job, statuses, timeout: float = JOB_WAIT_S, on_cycle=None) 
     queue = django_rq.get_queue("default")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        poll_profile(job.cluster)
+        cycle = poll_profile(job.cluster)
+        # The watcher's cycle: every active job of the cluster in ONE SSH round trip, whatever happens.
+        assert cycle.execs == (1 if cycle.jobs else 0), cycle
         job.refresh_from_db()
         if on_cycle:
             on_cycle(job)

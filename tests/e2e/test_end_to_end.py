@@ -1,4 +1,6 @@
-"""The product's spine on the real local cluster over real SSH: API -> RQ -> sbatch -> watcher -> results."""
+"""The product's spine on the real local clusters over real SSH: API -> RQ -> sbatch -> watcher -> results.
+
+The tests that take `site` are the contract suite: they run on every Slurm version (tests/e2e/sites.py)."""
 import io
 import subprocess
 import time
@@ -20,10 +22,11 @@ def start(api, folder, template="gpu-batch", **extra):
     return Job.objects.get(pk=r.json()["id"])
 
 
-def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, local, folder, redis_queue):
+def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, site, folder, redis_queue):
     fill(folder, {"group.jpg": SAMPLES / "t1.jpg", "astronaut.png": SAMPLES / "astronaut.png",
                   "hanks 'quoted' $(x).png": SAMPLES / "Tom_Hanks_54745.png", "group2.jpg": SAMPLES / "t1.jpg"})
-    job = start(api, folder, name="four photos")
+    job = start(api, folder, template=site.gpu, name="four photos")
+    assert job.cluster == site.profile
     assert job.status == JobStatus.QUEUED
     run_rq(redis_queue)
     job.refresh_from_db()
@@ -50,6 +53,11 @@ def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, loca
     names = zipfile.ZipFile(io.BytesIO(b"".join(z.streaming_content))).namelist()
     assert sorted(names) == sorted(download_name(t) for t in targets)  # "<original>-swapped.<ext>"
     assert "group-swapped.jpg" in names
+    # Slurm's own accounting of that cluster: one array, its two tasks completed on its nodes.
+    rows = [line.split("|") for line in site.slurm("sacct", "-j", job.slurm_job_id, "-X", "-n", "-P",
+                                                   "-o", "JobID,State,NodeList").splitlines() if line.strip()]
+    assert sorted(r[0] for r in rows) == [f"{job.slurm_job_id}_0", f"{job.slurm_job_id}_1"], rows
+    assert all(r[1] == "COMPLETED" and r[2] in site.nodes for r in rows), rows
 
 
 def test_it_ends_partially_failed_with_the_corrupt_targets_message(api, local, folder, redis_queue):
@@ -88,9 +96,9 @@ def array_indexes(text: str) -> list[int]:
     return out
 
 
-def accounted_task_states(slurm_job_id: str, timeout: float = 120) -> dict[int, str]:
+def accounted_task_states(slurm_job_id: str, timeout: float = 120, slurm=slurm) -> dict[int, str]:
     """{array index: state} from Slurm's accounting, once every task there has ended (accounting
-    may lag the queue by a moment)."""
+    may lag the queue by a moment). `slurm`: how to run sacct (a site's, for another cluster)."""
     deadline = time.monotonic() + timeout
     while True:
         states: dict[int, str] = {}
@@ -105,13 +113,14 @@ def accounted_task_states(slurm_job_id: str, timeout: float = 120) -> dict[int, 
         time.sleep(1)
 
 
-def test_it_cancels_a_running_job_that_cannot_finish_first(api, local, folder, redis_queue):
+def test_it_cancels_a_running_job_that_cannot_finish_first(api, site, folder, redis_queue):
     from jobs.models import Template
 
+    slurm = site.slurm
     # An admin's template that runs one task of a job at a time (`tasks at once` = 1, Slurm's
     # `--array=...%1`): 2 images a task, so 5 images are tasks 0, 1 and 2, and task 2 can start
     # only after tasks 0 and 1 have both ended.
-    template = Template.objects.get(slug="cpu-small")
+    template = Template.objects.get(slug=site.cpu)
     template.pk, template.slug, template.name = None, "cpu-one-at-a-time", "CPU, one task at a time"
     template.chunk_size, template.array_limit = 2, 1
     template.save()
@@ -138,7 +147,7 @@ def test_it_cancels_a_running_job_that_cannot_finish_first(api, local, folder, r
         cancelled = True
     finally:
         if not cancelled:  # never leave a held job in the queue
-            subprocess.run(["scancel", job.slurm_job_id], capture_output=True, timeout=60)
+            slurm("scancel", job.slurm_job_id)
 
     job = watch_until(job, {JobStatus.CANCELLED, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PARTIALLY_FAILED})
     assert job.status == JobStatus.CANCELLED, (job.error, [(t.index, t.state, t.reason) for t in job.tasks.all()])
@@ -148,7 +157,7 @@ def test_it_cancels_a_running_job_that_cannot_finish_first(api, local, folder, r
     # Slurm agrees, task by task; but for one race: the cancel reached a task just as it finished its
     # last photo, Slurm's accounting first said CANCELLED (what the portal read and kept) and then
     # settled COMPLETED (seen in CI: a busy machine). Such a task's photos are all done.
-    accounted = accounted_task_states(job.slurm_job_id)
+    accounted = accounted_task_states(job.slurm_job_id, slurm=slurm)
     assert accounted.keys() == tasks.keys() and accounted[2] == "CANCELLED", accounted
     for index, state in accounted.items():
         if state != tasks[index]:

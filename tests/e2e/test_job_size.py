@@ -8,7 +8,6 @@ words, once, and is not retried."""
 import os
 import re
 import shutil
-import subprocess
 
 from jobs.models import JobStatus, Template
 from tests.e2e.conftest import SAMPLES, run_rq
@@ -31,12 +30,12 @@ def test_it_reads_every_array_index_from_scontrols_records():
         {0, 1, 2, 3, 4, 5, 9}
 
 
-def test_a_folder_bigger_than_max_array_size_is_chunked_to_fit(api, local, folder, redis_queue):
+def test_a_folder_bigger_than_max_array_size_is_chunked_to_fit(api, site, folder, redis_queue):
     tiny = folder / "a0000.jpg"
     shutil.copyfile(SAMPLES / "t1.jpg", tiny)
     for i in range(1, 1500):
         os.link(tiny, folder / f"a{i:04d}.jpg")  # hard links: 1,500 real files, one copy on disk
-    one_per_task = Template.objects.get(slug="cpu-small")
+    one_per_task = Template.objects.get(slug=site.cpu)
     one_per_task.pk, one_per_task.slug, one_per_task.chunk_size = None, "one-per-task", 1
     one_per_task.save()
     job = start(api, folder, template="one-per-task")
@@ -46,17 +45,15 @@ def test_a_folder_bigger_than_max_array_size_is_chunked_to_fit(api, local, folde
         assert job.status == JobStatus.PENDING and job.slurm_job_id, job.error
         assert job.total == 1500 and job.tasks.count() == 750  # chunks of 2: 750 tasks
         assert job.cluster.max_array_size == 1001  # read from the real slurmctld
-        shown = subprocess.run(["scontrol", "show", "job", job.slurm_job_id, "--oneliner"], capture_output=True,
-                               text=True, timeout=30).stdout
+        shown = site.slurm("scontrol", "show", "job", job.slurm_job_id, "--oneliner")
         # One record per started task and one for the tasks still pending ("2-749" once two have
         # started, on a cluster with room): together they must be exactly the 750 tasks. A task
         # that already ended may have left slurmctld (MinJobAge): sacct still has it.
-        ended = subprocess.run(["sacct", "-j", job.slurm_job_id, "-X", "-n", "-P", "-o", "JobID"], capture_output=True,
-                               text=True, timeout=30).stdout
+        ended = site.slurm("sacct", "-j", job.slurm_job_id, "-X", "-n", "-P", "-o", "JobID")
         ended_ids = {int(m) for m in re.findall(rf"^{job.slurm_job_id}_(\d+)$", ended, re.M)}
         assert array_task_ids(shown) | ended_ids == set(range(750)), shown[:400]
     finally:
-        subprocess.run(["scancel", job.slurm_job_id], timeout=30)
+        site.slurm("scancel", job.slurm_job_id)
 
 
 def test_a_template_slurm_refuses_fails_the_job_once(api, local, folder, redis_queue):

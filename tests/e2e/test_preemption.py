@@ -7,7 +7,6 @@ what the first run finished, and leaves those outputs untouched)."""
 import os
 import re
 import shutil
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,23 +22,23 @@ FINAL = {JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED, JobS
 PER_TASK = 30
 
 
-def gpu_template(slug: str, qos: str, chunk_size: int) -> Template:
-    t = Template.objects.get(slug="gpu-batch")
+def gpu_template(base: str, slug: str, qos: str, chunk_size: int) -> Template:
+    t = Template.objects.get(slug=base)
     t.pk, t.slug, t.name, t.qos, t.chunk_size, t.array_limit = None, slug, slug, qos, chunk_size, None
+    t.gpu_type = "h200"  # every cluster here has two, on one node: two tasks fill them
     t.engine = "classic"  # the same pace on every machine
     t.save()
     return t
 
 
 def test_urgent_work_pauses_a_normal_task_which_then_finishes_every_photo_exactly_once(
-        api, local, folder, redis_queue):
-    qos = subprocess.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt"], capture_output=True,
-                         text=True, timeout=30).stdout
+        api, site, folder, redis_queue):
+    qos = site.slurm("sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt")
     assert re.search(r"^urgent\|.*normal", qos, re.M), f"the cluster has no urgent QOS preempting normal:\n{qos}"
     for name, rank in (("normal", 10), ("high", 20), ("urgent", 30)):
         QosLevel.objects.create(name=name, label=name, rank=rank)
-    gpu_template("low", "normal", PER_TASK)
-    gpu_template("rush", "urgent", 1)
+    gpu_template(site.gpu, "low", "normal", PER_TASK)
+    gpu_template(site.gpu, "rush", "urgent", 1)
 
     photos = {f"p{i:02d}.jpg": SAMPLES / ("t1.jpg" if i % 2 else "astronaut.png") for i in range(2 * PER_TASK)}
     fill(folder, photos)
@@ -100,8 +99,7 @@ def test_urgent_work_pauses_a_normal_task_which_then_finishes_every_photo_exactl
     assert low.done == 2 * PER_TASK and low.failed == 0
 
     # Slurm's accounting: the task's first run was PREEMPTED, and it ran again.
-    sacct = subprocess.run(["sacct", "-n", "-X", "-D", "-P", "-j", low.slurm_job_id, "-o", "JobID,State"],
-                           capture_output=True, text=True, timeout=30).stdout
+    sacct = site.slurm("sacct", "-n", "-X", "-D", "-P", "-j", low.slurm_job_id, "-o", "JobID,State")
     runs = [line.split("|") for line in sacct.splitlines() if line.startswith(f"{low.slurm_job_id}_{seen['task']}|")]
     assert [state for _id, state in runs][:1] == ["PREEMPTED"] and runs[-1][1] == "COMPLETED", sacct
 

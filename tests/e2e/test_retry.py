@@ -3,7 +3,6 @@ tests-only FFP_TEST_ALLOCATE_MB hook grows memory until Slurm kills it, on attem
 OUT_OF_MEMORY, are resubmitted automatically with more memory as attempt 2, and complete; a target
 that failed for its own reasons is not retried automatically, and is done once its owner replaces
 its file and retries."""
-import subprocess
 
 import numpy
 from django.test import Client
@@ -19,8 +18,8 @@ from tests.worker import badfiles
 FINAL = {JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.LOST}
 
 
-def small_template(slug, **fields):
-    t = Template.objects.get(slug="cpu-small")
+def small_template(slug, base="cpu-small", **fields):
+    t = Template.objects.get(slug=base)
     t.pk, t.slug, t.name = None, slug, slug
     for k, v in fields.items():
         setattr(t, k, v)
@@ -28,11 +27,11 @@ def small_template(slug, **fields):
     return t
 
 
-def test_two_tasks_over_their_memory_are_retried_automatically_with_more_memory(api, local, folder, redis_queue,
+def test_two_tasks_over_their_memory_are_retried_automatically_with_more_memory(api, site, folder, redis_queue,
                                                                                settings):
     # Two tasks memory-killed at the same moment: each one's end is decided from its own log, read
     # in a later cycle's round trip (slurmstepd writes its line a moment after the kill).
-    small_template("tight-mem", mem="250M", max_mem="1G", chunk_size=2)
+    small_template("tight-mem", base=site.cpu, mem="250M", max_mem="1G", chunk_size=2)
     # Attempt 1 only: the worker's test hook grows its memory until Slurm kills it.
     settings.FFP_TEST_ALLOCATE_MB = {1: 2000}
     fill(folder, {"a.jpg": SAMPLES / "t1.jpg", "b.png": SAMPLES / "astronaut.png", "c.jpg": SAMPLES / "t1.jpg"})
@@ -63,8 +62,7 @@ def test_two_tasks_over_their_memory_are_retried_automatically_with_more_memory(
     assert history(job)[1].slurm_job_id == second
     assert "Attempt 2, automatically: Ran out of memory" in job.error and "tasks" not in job.error
     # The first attempt really was a memory kill in Slurm's accounting; the second asked for more.
-    out = subprocess.run(["sacct", "-n", "-X", "-j", f"{first},{second}", "-o", "JobID%20,JobName%60,ReqMem%10,State%20"],
-                         capture_output=True, text=True, timeout=30).stdout
+    out = site.slurm("sacct", "-n", "-X", "-j", f"{first},{second}", "-o", "JobID%20,JobName%60,ReqMem%10,State%20")
     rows = [line.split() for line in out.splitlines() if line.strip()]
     assert {r[0] for r in rows if r[0].startswith(second)} == {f"{second}_0", f"{second}_1"}, out
     assert all(r[1] == f"ffp-{job.id}-a2" and r[2].startswith("500M") for r in rows if r[0].startswith(second)), out

@@ -34,6 +34,23 @@ def test_the_reservation_holds_the_cores_of_the_booked_gpus_for_the_profiles_use
     assert len(scontrol.commands) == 1
 
 
+@pytest.mark.parametrize("release, held", [("", "corecnt=1"), ("22.05.8", "corecnt=1"),
+                                           ("24.11.5", "tres=cpu=1,gres/gpu=1"), ("26.05.5", "tres=cpu=1,gres/gpu=1")])
+def test_from_slurm_23_02_the_reservation_holds_the_gpus_themselves(owner, h200, policy, scontrol, release, held):
+    # The profile's release as its last GPU count read it from sinfo (tests/e2e/test_booking_holds_gpus.py
+    # shows on 24.11 and 26.05 that a job outside the reservation then cannot take them).
+    type(h200.cluster).objects.filter(pk=h200.cluster.pk).update(slurm_release=release)
+    booking = confirmed(owner, start="2026-12-01T12:00:00Z")
+    make_reservation(str(booking.id))
+    assert scontrol.commands[0][-2:] == ["nodes=node1", held]
+
+
+def test_counting_the_gpus_records_the_clusters_slurm_release(h200, scontrol):
+    bookings.refresh_inventory(h200.cluster)
+    h200.cluster.refresh_from_db()
+    assert h200.cluster.slurm_release == "22.05.8"  # sinfo's meta (tests/cluster/samples/22.05/sinfo_gpus_vm.json)
+
+
 def test_a_booking_over_several_nodes_reserves_cores_on_each(owner, profile, policy, scontrol):
     small = gpu_type(profile, gres="a100", memory=80, cc="8.0", gpus=1, cpus=8, node="n1")
     small.nodes = [{"name": "n1", "gpus": 1, "cpus": 8}, {"name": "n2", "gpus": 2, "cpus": 8}]

@@ -6,6 +6,7 @@ captured by hand: array 29's two tasks ran on ffp2411-n1, `scripts/cluster/newer
 killed every process of that node, and after SlurmdTimeout Slurm marked it down and requeued both:
 PENDING, BeginTime, restart count 1, exactly what a preempted task shows). What tells the two apart is
 the node the task last ran on: `sinfo` of the dead nodes, in the watcher's same round trip."""
+import dataclasses
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -83,3 +84,20 @@ def test_a_requeued_task_whose_node_is_well_waits_and_is_never_ended(dead):
     answer = SlurmAnswer(queued=QUEUE, asked_accounting=False, dead_nodes=parse_dead_nodes(dead))
     decision = decide(running_on("ffp2411-n1"), answer, [], {}, NOW)
     assert {(c.fields["state"], c.fields["reason"]) for c in decision.of(TaskChange)} == {("PENDING", PAUSED)}
+
+
+def test_a_task_already_running_again_on_another_node_says_so_until_it_ends():
+    # Slurm 26.05 reran a requeued task at once: the first cycle after the failure sees it RUNNING
+    # on the other node, restart count 1, its old node down.
+    rerun = dataclasses.replace(QUEUE[0], state="RUNNING", reason="None", node="ffp2411-n2")
+    answer = SlurmAnswer(queued={0: rerun}, asked_accounting=False, dead_nodes=frozenset({"ffp2411-n1"}))
+    decision = decide(running_on("ffp2411-n1"), answer, [], {}, NOW)
+    assert [(c.index, c.fields.get("state"), c.fields["reason"], c.fields["node"]) for c in decision.of(TaskChange)] == [
+        (0, None, FAILED_NODE, "ffp2411-n2")]
+    # Later cycles, the node back or not: the same words while it runs; a plain run says nothing.
+    moved = JobRow(id="j", status="running", slurm_job_id="29", submitted_at=NOW - timedelta(minutes=2),
+                   tasks=(TaskRow(index=0, state="RUNNING", node="ffp2411-n2", reason=FAILED_NODE),))
+    assert decide(moved, SlurmAnswer(queued={0: rerun}, asked_accounting=False), [], {}, NOW).of(TaskChange) == []
+    fresh = dataclasses.replace(rerun, restarts=0)
+    assert reasons(decide(running_on("ffp2411-n2"), SlurmAnswer(queued={0: fresh}, asked_accounting=False,
+                                                                dead_nodes=frozenset({"ffp2411-n1"})), [], {}, NOW)) == {}
