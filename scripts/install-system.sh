@@ -7,7 +7,7 @@ PKGS=(ffmpeg redis-server slurmctld slurmd slurm-client slurmdbd munge mariadb-s
       openssh-server chromium fonts-wqy-microhei python3-venv
       postgresql nginx openssl  # the production shape: docs/deploy.md, scripts/postgres.sh
       faketime  # make test-clock: the tests at a chosen moment (scripts/test-clock.sh)
-      debootstrap)  # the newer Slurm clusters' Debian roots (scripts/cluster/newer.sh)
+      mmdebstrap)  # the newer Slurm clusters' Debian roots (scripts/cluster/newer.sh)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

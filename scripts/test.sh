@@ -6,16 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/cluster/up.sh
-# The newer Slurm clusters (24.11 and 26.05, two nodes each, in Debian roots: about 2 minutes the
+# The newer Slurm clusters (24.11 and 26.05, two nodes each, in Debian roots: about a minute the
 # first time, seconds after), started beside the rest; the contract suite's third run waits for them.
 mkdir -p artifacts
 newer_log=artifacts/newer-clusters.log newer_rc=artifacts/newer-clusters.rc
 rm -f "$newer_rc"
 (
-  # At a lower CPU priority, it and all it starts (the newer clusters' daemons, their jobs' workers):
-  # the main run is the longest, and this work has room to wait for idle CPU (on 2 cores it made the
-  # main run 5 minutes slower at the same priority).
-  renice -n 10 -p "$BASHPID" >/dev/null
   bash scripts/cluster/newer.sh 24.11 up & a=$!
   bash scripts/cluster/newer.sh 26.05 up & b=$!
   wait "$a" && wait "$b"
@@ -107,7 +103,6 @@ else
   # server: the fault tests restart the main one).
   newer_run_log=artifacts/test-newer-run.log
   (
-    renice -n 10 -p "$BASHPID" >/dev/null  # idle CPU first (above)
     newer_up || { echo "a newer Slurm cluster did not come up" >&2; exit 1; }
     export REDIS_URL="$side_redis_base/12"
     [ "${FFP_TEST_DATABASE:-postgres}" = sqlite ] || export TEST_DATABASE_NAME=test_ffportal_newer
