@@ -131,7 +131,10 @@ def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, fol
             page = second.page
             page.goto("/jobs/new")
             earlier = page.locator("#zone-target [data-earlier]")
-            earlier.wait_for(state="visible", timeout=10_000)
+            # The notice follows the page's own request for the user's uploads: on a CI machine whose
+            # two cores ran three test processes and three clusters' jobs, it came after more than
+            # 10 s (the other waits here allow 60-120 s for the server's answers).
+            earlier.wait_for(state="visible", timeout=60_000)
             assert "1" in earlier.inner_text()
             drop_files(page, "#zone-target", [video])
             wait_until(lambda: "ready" in item(page, "#zone-target", "drone-shot.mkv").inner_text(), 120,
