@@ -4,7 +4,7 @@ Read from the source (ast), not by importing: a cycle that Python happens to tol
 import inside a function, a name imported late) is still a cycle here, and so is an import inside
 a function that was written to dodge one.
 
-- `cluster/` and `worker/` import no Django, and not each other (DESIGN.md: `portal -> jobs ->
+- `cluster/` and `worker/` import no Django, and not each other (docs/layout.md: `portal -> jobs ->
   {cluster, worker}`); they run where Django is not installed (the worker on compute nodes).
 - Inside `jobs/`, modules form no cycle, counting every import wherever it is written.
 """

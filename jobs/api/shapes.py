@@ -1,6 +1,6 @@
 """Jobs, tasks, targets and templates as plain JSON-ready dicts: ONE set of shapes.
 
-The JSON API (DESIGN.md, stable) sends `job_summary` / `job_detail`; the live pages (WebSocket
+The JSON API (a stable contract: docs/api.md) sends `job_summary` / `job_detail`; the live pages (WebSocket
 messages and live.json, jobs/live/protocol.py) send `live_job` / `live_task` / `live_target`,
 which are the API's shapes plus what a page shows and the API does not (labels in the reader's
 language, page links, times). So a job reads the same wherever it is read.
@@ -104,7 +104,7 @@ def job_detail(job: Job, request=None) -> dict:
     `tasks` and `outputs` hold the first DETAIL_ROWS; `tasks_next` / `outputs_next` link to the
     rest (null when there is none), so the answer's size does not grow with the job."""
     body = job_summary(job, request)
-    # Same key order as DESIGN.md lists them: error last.
+    # Same key order as docs/api.md lists them: error last.
     error = body.pop("error")
     body["tasks"], after_task = task_page(job)
     body["outputs"], after_output = output_page(job, request)

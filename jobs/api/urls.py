@@ -1,4 +1,4 @@
-"""Routes of the JSON API, mounted at /api/v1/ (DESIGN.md: a stable contract; see docs/api.md)."""
+"""Routes of the JSON API, mounted at /api/v1/ (a stable contract: docs/api.md)."""
 from django.urls import path, re_path
 
 from jobs.api import bookings as api_bookings

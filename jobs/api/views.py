@@ -1,4 +1,4 @@
-"""The JSON API `/api/v1/` (DESIGN.md, "Interfaces other programs depend on": keep it stable).
+"""The JSON API `/api/v1/` (a stable contract other programs depend on: docs/api.md).
 
 Thin views: the rules live in `start.start_job`, `lifecycle.request_cancel` and `browse.browse`, shared
 with the pages. Every job is looked up through `Job.objects.visible_to(user)`, the caller's own

@@ -1,4 +1,4 @@
-"""GPU bookings: a user's request for GPU time, realised as a Slurm reservation (DESIGN.md's words).
+"""GPU bookings: a user's request for GPU time, realised as a Slurm reservation (docs/bookings.md).
 
     GpuType        one kind of GPU on one cluster: Slurm's gres type -> memory, compute capability,
                    and how many the cluster has (read from the cluster, never typed in)

@@ -1,4 +1,4 @@
-"""Webhooks (DESIGN.md's word): signed HTTP calls to a user's `callback_url` when a job or booking
+"""Webhooks: signed HTTP calls to a user's `callback_url` when a job or booking
 changes state.
 
     WebhookSecret    the user's signing secret (one per user, encrypted in the database, shown once)

@@ -1,4 +1,4 @@
-"""Webhooks: signed HTTP calls to a job's or booking's `callback_url` (DESIGN.md's word).
+"""Webhooks: signed HTTP calls to a job's or booking's `callback_url`.
 
     from jobs import webhooks
     webhooks.job_finished(job)                   # the job-finish path (jobs.tasks.enqueue_after_finish)

@@ -6,7 +6,7 @@ from django.test import Client
 
 from jobs.models import ApiToken, Job, JobStatus, Target, Task
 
-#: the exact keys DESIGN.md lists for `GET /api/v1/jobs/<id>`
+#: the exact keys docs/api.md lists for `GET /api/v1/jobs/<id>`
 DETAIL_KEYS = {"id", "name", "status", "template", "slurm_job_id", "progress", "tasks", "outputs", "error",
                "attempt", "attempts",  # attempt(s): added with Retry (docs/api.md)
                "tasks_next", "outputs_next",  # added for big jobs: the rest of the tasks / outputs

@@ -1,4 +1,4 @@
-"""GET /api/v1/jobs and GET /api/v1/jobs/<id>: the shapes DESIGN.md promises, paging, no N+1."""
+"""GET /api/v1/jobs and GET /api/v1/jobs/<id>: the shapes docs/api.md promises, paging, no N+1."""
 import uuid
 from datetime import timedelta
 
