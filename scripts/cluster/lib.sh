@@ -70,11 +70,14 @@ running() {
 
 # pids_of NAME: live (non-zombie) processes named exactly NAME whose / is this host's; fails when
 # there are none. A newer cluster's daemons (newer.sh) have the same names and another / (root_pids).
-pids_of() {
-  local pid found=1 here
-  here=$(stat -Lc '%d:%i' /)
+pids_of() { _pids_seeing "$1" "" "$(stat -Lc '%d:%i' /)"; }
+
+# _pids_seeing NAME FILE ID: live processes named NAME for which FILE (under their own /) is the
+# file whose device:inode is ID; fails when there are none.
+_pids_seeing() {
+  local pid found=1
   for pid in $(pgrep -x "$1"); do
-    if running "$pid" && [ "$(stat -Lc '%d:%i' "/proc/$pid/root" 2>/dev/null)" = "$here" ]; then
+    if running "$pid" && [ "$(stat -Lc '%d:%i' "/proc/$pid/root/$2" 2>/dev/null)" = "$3" ]; then
       echo "$pid"
       found=0
     fi
@@ -259,7 +262,6 @@ newer_env() {
            NV_EXTRA_PACKAGES=apptainer ;;
     *) die newer "no newer cluster for Slurm $1 (24.11 or 26.05)" ;;
   esac
-  NV_VERSION=$1
   NV_CTLD_PORT=$((NV_BASE_PORT + 7)) NV_SLURMD_PORT=$((NV_BASE_PORT + 8)) NV_DBD_PORT=$((NV_BASE_PORT + 9))
   NV_ROOT=$FFP_STATE/roots/$NV_SUITE
   NV_WORK=/srv/ffportal/work-$NV_CLUSTER
@@ -308,13 +310,7 @@ in_root() {
 
 # root_pids ROOT NAME: live processes named NAME whose / is ROOT (started by in_root).
 root_pids() {
-  local pid found=1 want
+  local want
   want=$(stat -c '%d:%i' "$1/.ffp-root" 2>/dev/null) || return 1
-  for pid in $(pgrep -x "$2"); do
-    if running "$pid" && [ "$(stat -Lc '%d:%i' "/proc/$pid/root/.ffp-root" 2>/dev/null)" = "$want" ]; then
-      echo "$pid"
-      found=0
-    fi
-  done
-  return $found
+  _pids_seeing "$2" .ffp-root "$want"
 }
