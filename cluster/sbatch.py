@@ -71,14 +71,20 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _bind_pair(bind: str) -> tuple[str, str]:
-    """("/a", "/a") from "/a", ("/a", "/b") from "/a:/b": apptainer's --bind syntax, where ':' and
-    ',' are separators and so cannot be part of a path."""
+def _bind_pair(bind: str) -> tuple[str, str, str]:
+    """("/a", "/a", "") from "/a", ("/a", "/b", "") from "/a:/b", ("/a", "/b", "ro") from "/a:/b:ro":
+    apptainer's --bind syntax, where ':' and ',' are separators and so cannot be part of a path.
+    "ro": the container may read the folder, never change it (models, the user's target folders)."""
     parts = str(bind).split(":")
+    mode = parts.pop() if len(parts) == 3 and parts[2] in ("ro", "rw") else ""
     if len(parts) > 2 or "," in bind:
-        raise ValueError(f"container bind {bind!r} must be /path or /path:/inside (no ',' in paths)")
-    source = _path("container bind", parts[0])
-    return source, _path("container bind", parts[-1])
+        raise ValueError(f"container bind {bind!r} must be /path, /path:/inside or /path:/inside:ro "
+                         f"(no ',' or ':' in paths)")
+    return _path("container bind", parts[0]), _path("container bind", parts[-1]), mode
+
+
+def _bind_arg(bind: str) -> str:
+    return ":".join(part for part in _bind_pair(bind) if part)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +114,7 @@ class SbatchSpec:
     reservation: str = ""
     account: str = ""
     container_image: str = ""
-    container_binds: list[str] = dataclasses.field(default_factory=list)  # "/p" or "/p:/inside"
+    container_binds: list[str] = dataclasses.field(default_factory=list)  # "/p", "/p:/inside" or "/p:/inside:ro"
     #: Slurm may put a task back in the queue after it started (preempted by more urgent work, node
     #: failure) instead of ending it; the worker then skips the targets already done
     requeue: bool = False
@@ -182,8 +188,7 @@ def render_script(spec: SbatchSpec) -> str:
         directives.append("--requeue")
     command = list(spec.command)
     if spec.container_image:
-        binds = [arg for bind in spec.container_binds
-                 for arg in ("--bind", "{}:{}".format(*_bind_pair(bind)))]
+        binds = [arg for bind in spec.container_binds for arg in ("--bind", _bind_arg(bind))]
         command = ["apptainer", "exec", "--nv", *binds, spec.container_image, *command]
     # umask 077: what the task writes (outputs, progress records) is the service user's alone.
     lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), "set -euo pipefail", "umask 077"]

@@ -29,7 +29,7 @@ from worker.manifest import EngineOptions, Manifest, default_output_name, make_c
 from worker.manifest import Target as ManifestTarget
 from worker.modelset import ModelPin
 
-from jobs import attempts, lifecycle, safety
+from jobs import attempts, container, lifecycle, safety
 from jobs.live.protocol import publish_job
 from jobs.ops import metrics as ops_metrics
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
@@ -75,6 +75,10 @@ def _submit(job: Job) -> str | None:
             log.info("job %s was already submitted as Slurm job %s: not submitting again", job.id, existing)
             slurm_id = existing
         else:
+            # A missing container image fails the job here, before any task could fail on it.
+            used = container.check_image(runner, job)
+            if used != job.container_image_used:
+                Job.objects.filter(pk=job.pk).update(container_image_used=used)
             script_path = stage(runner, job, limits) if job.attempt <= 1 else stage_retry(runner, job)
             job.refresh_from_db(fields=["cancel_requested"])
             if job.cancel_requested:
@@ -266,30 +270,34 @@ def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None 
     """The batch script's spec: the whole array (`n_tasks`), or a retry's `indexes` (`--array=3,17,42`)."""
     profile, snap = job.cluster, job.snapshot
     folder = job.folder
-    command = [profile.worker_python, "-m", "worker", "run", "--manifest", folder.manifest]
+    # In a container the image's own Python and worker run (its PATH and PYTHONPATH); outside, the
+    # profile's venv Python with the portal's code on PYTHONPATH.
+    image = snap.container_image
+    command = ["python" if image else profile.worker_python, "-m", "worker", "run", "--manifest", folder.manifest]
     if profile.models_dir:
         command += ["--models-dir", profile.models_dir]
-    env = {"PYTHONPATH": profile.worker_path} if profile.worker_path else {}
+    env = {"PYTHONPATH": profile.worker_path} if profile.worker_path and not image else {}
     # Tests only (settings.FFP_TEST_ALLOCATE_MB, {attempt: MB}, empty by default and never read
     # from the environment): make the worker hold that much memory, to exceed the task's --mem.
     test_mb = (getattr(settings, "FFP_TEST_ALLOCATE_MB", None) or {}).get(job.attempt)
     if test_mb:
         env["FFP_TEST_ALLOCATE_MB"] = str(int(test_mb))
-    binds = [f"{profile.models_dir}:{profile.models_dir}"] if profile.models_dir else []
-    if snap.model_set.get("folder"):  # a pinned model set's folder must be seen inside the container too
-        binds.append(f"{snap.model_set['folder']}:{snap.model_set['folder']}")
+    # What the container sees: the models and the targets' folders read-only, the job folder
+    # (sources, uploaded targets, outputs, progress records) writable, each at the same path.
+    binds = [f"{root}:{root}:ro" for root in
+             [profile.models_dir, snap.model_set.get("folder", ""), *profile.target_roots] if root]
+    binds.append(f"{folder.root}:{folder.root}")
     return SbatchSpec(
         job_name=job.slurm_name, comment=job.slurm_name, partition=snap.partition, time_limit=snap.time_limit,
         cpus_per_task=snap.cpus_per_task, mem=attempts.current_mem(job), gres=snap.gres,
         array_indexes=list(indexes) if indexes is not None else list(range(n_tasks)),
         array_limit=snap.array_limit, log_dir=folder.logs, log_name=LOG_NAME_PATTERN,
-        workdir=profile.worker_path or folder.root, command=command, env=env, qos=snap.qos,
+        workdir=folder.root if image else profile.worker_path or folder.root, command=command, env=env, qos=snap.qos,
         # Into the booking's Slurm reservation when the job has one that still exists on the cluster.
         reservation=job.booking.reservation_name if job.booking_id and job.booking.reservation_made else "",
         # Preempted by urgent work, a task goes back to the queue; its rerun skips finished targets.
         requeue=True,
-        container_image=snap.container_image,
-        container_binds=binds + [f"{folder.root}:{folder.root}"] if snap.container_image else [],
+        container_image=image, container_binds=binds if image else [],
     )
 
 

@@ -19,10 +19,12 @@ cluster_was_up=0
 [ -n "$(ls -A "$owned_dir" 2>/dev/null)" ] && cluster_was_up=1
 bash scripts/cluster/up.sh
 # FFP_NEWER=1 make up: the Slurm 24.11 and 26.05 clusters too (two nodes each; docs/slurm-versions.md),
-# each a cluster profile with its templates. They stay up after Ctrl-C (newer.sh VERSION down).
+# each a cluster profile with its templates (26.05 also the worker's container image). They stay up
+# after Ctrl-C (newer.sh VERSION down).
 if [ "${FFP_NEWER:-0}" = 1 ]; then
   bash scripts/cluster/newer.sh 24.11 up
   bash scripts/cluster/newer.sh 26.05 up
+  bash scripts/cluster/worker-image.sh  # the worker's Apptainer image, and a template that runs it
 fi
 # shellcheck source=scripts/cluster/env.sh
 . scripts/cluster/env.sh

@@ -114,6 +114,7 @@ def job_detail(job: Job, request=None) -> dict:
     # Slurm's estimate of the start (a waiting job) and the finish at the template's pace (jobs.expected)
     body["expected_start"], body["expected_finish"] = _iso(job.expected_start), _iso(expected_finish(job))
     body["models"] = [{"name": m["name"], "sha256": m["sha256"]} for m in job.models_used or []]  # jobs.model_sets
+    body["container_image"] = dict(job.container_image_used) or None  # jobs.container: {"image", "sha256"}
     body["attempts"] = [{"attempt": a.number, "slurm_job_id": a.slurm_job_id, "array": a.array, "mem": a.mem,
                          "why": a.why, "auto": a.auto, "at": a.at.isoformat(), "ended": a.ended}
                         for a in job.attempts.all()]

@@ -105,6 +105,9 @@ class Job(models.Model):
     changed_at = models.DateTimeField(null=True, blank=True)
     #: the model files its tasks loaded, [{"name", "sha256"}], from their progress records (jobs.model_sets)
     models_used = models.JSONField(_("models used"), default=list, blank=True)
+    #: the container image its tasks ran in, {"image": path on the cluster, "sha256"}, as checked
+    #: when its latest attempt was submitted (jobs.container); {} when it ran without one
+    container_image_used = models.JSONField(_("container image used"), default=dict, blank=True)
     #: retention (jobs.retention): when the owner was told the files go, when the portal's files went
     #: (the row stays as a tombstone), and when the job's folder on the cluster was removed
     retention_notice_at = models.DateTimeField(null=True, blank=True)

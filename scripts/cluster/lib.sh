@@ -259,7 +259,7 @@ newer_env() {
     24.11) NV_SUITE=trixie NV_CLUSTER=ffp2411 NV_SLUG=slurm-24-11 NV_BASE_PORT=6910 NV_SSH_PORT=2224 NV_NET=10.24.11
            NV_EXTRA_PACKAGES= ;;
     26.05) NV_SUITE=sid NV_CLUSTER=ffp2605 NV_SLUG=slurm-26-05 NV_BASE_PORT=6920 NV_SSH_PORT=2225 NV_NET=10.26.5
-           NV_EXTRA_PACKAGES=apptainer ;;
+           NV_EXTRA_PACKAGES=apptainer,squashfuse,fuse3 ;;
     *) die newer "no newer cluster for Slurm $1 (24.11 or 26.05)" ;;
   esac
   NV_CTLD_PORT=$((NV_BASE_PORT + 7)) NV_SLURMD_PORT=$((NV_BASE_PORT + 8)) NV_DBD_PORT=$((NV_BASE_PORT + 9))

@@ -12,8 +12,9 @@
 # own, with an address of its own on a bridge, and offers two fake GPUs of one type (h200 on the
 # first node, a100 on the second). Every daemon runs with the root as its / (a mount namespace and
 # pivot_root, not chroot: Apptainer needs user namespaces, which the kernel refuses to a chrooted
-# process). The portal's code, its venv's Python, the cluster's work root and the cluster storage
-# are bound in at the same paths, so a job there runs the same worker as on the host's cluster.
+# process). The portal's code, its venv's Python, the cluster's work root, the cluster storage and
+# the worker's container images (worker-image.sh) are bound in at the same paths, so a job there
+# runs the same worker as on the host's cluster (or the same worker in its container).
 #
 # When it is up, $FFP_STATE/clusters/<name>.json says what the portal needs (seed_local seeds a
 # cluster profile and a template from it). Needs root, mmdebstrap and network access to Debian's
@@ -33,7 +34,7 @@ private_logs
 R=$NV_ROOT
 
 # in_root_of CMD...: CMD inside this cluster's root (lib.sh in_root, with this cluster's binds).
-binds=("$FFP_REPO" "$NV_PYTHON_HOME" "$NV_WORK" "$FFP_STORAGE")
+binds=("$FFP_REPO" "$NV_PYTHON_HOME" "$NV_WORK" "$FFP_STORAGE" "$FFP_IMAGES")
 in_root_of() { in_root "$R" "${binds[@]}" -- "$@"; }
 # slurm_accounting (lib.sh) runs sacctmgr: this cluster's, in its root.
 sacctmgr() { in_root_of sacctmgr "$@"; }
@@ -135,8 +136,16 @@ for d in /run/slurm /var/lib/slurm /var/lib/slurm/slurmctld /var/log/slurm; do
   install -d -o "$(chroot "$R" id -u slurm)" -g "$(chroot "$R" id -g slurm)" -m 755 "$R$d"
 done
 [ -d "$NV_WORK" ] || install -d -m 700 "$NV_WORK"
+# The worker's container images (worker-image.sh): root's, readable by the service user only.
+[ -d "$FFP_IMAGES" ] || install -d -m 750 -g "$FFP_SSH_USER" "$FFP_IMAGES"
 chown "$FFP_SSH_USER:" "$NV_WORK"
 chmod 700 "$NV_WORK"
+# Apptainer (26.05's root) mounts a SIF image with squashfuse, unprivileged: /dev/fuse must be open to
+# every user, as Debian's udev rule makes it on a real machine (this container has it root's alone).
+if [[ ,$NV_EXTRA_PACKAGES, == *,squashfuse,* ]] && [ "$(stat -c %a /dev/fuse 2>/dev/null)" != 666 ]; then
+  [ -c /dev/fuse ] || die "$NV_CLUSTER" "no /dev/fuse: Apptainer cannot mount its images"
+  chmod 666 /dev/fuse
+fi
 # munge: a key of this cluster's own (its daemons and no other cluster's trust it).
 if [ ! -s "$R/etc/munge/munge.key" ]; then
   dd if=/dev/urandom of="$R/etc/munge/munge.key" bs=1024 count=1 status=none

@@ -64,7 +64,7 @@ def test_it_leaves_out_what_is_not_set_and_wraps_a_container():
     script = render_script(spec(gres="", mem="", qos="", reservation="", account="", env={},
                                 array_limit=None, array_indexes=[0, 1, 2],
                                 container_image="/images/face fusion.sif",
-                                container_binds=["/models", "/work/jobs/1234:/job"]))
+                                container_binds=["/models:/models:ro", "/work/jobs/1234:/job"]))
     assert script == """\
 #!/bin/bash
 #SBATCH --job-name="ffp-1234"
@@ -78,7 +78,7 @@ def test_it_leaves_out_what_is_not_set_and_wraps_a_container():
 #SBATCH --chdir="/work/jobs/1234"
 set -euo pipefail
 umask 077
-exec apptainer exec --nv --bind /models:/models --bind /work/jobs/1234:/job \
+exec apptainer exec --nv --bind /models:/models:ro --bind /work/jobs/1234:/job \
 '/images/face fusion.sif' /opt/venv/bin/python -m worker run --manifest /work/jobs/1234/manifest.json
 """
 
@@ -195,7 +195,7 @@ def test_it_exports_hostile_environment_values_verbatim(tmp_path):
     dict(cpus_per_task=True), dict(array_indexes=[]), dict(array_indexes=[-1]),
     dict(array_limit=0), dict(log_dir="relative/logs"), dict(workdir=""), dict(job_name=""),
     dict(container_binds=["/a:/b:/c"]), dict(container_binds=["/a,b"]), dict(time_limit=""),
-    dict(container_binds=["relative"]),
+    dict(container_binds=["relative"]), dict(container_binds=["/a:ro"]), dict(container_binds=["/a:/b:rx"]),
 ])
 def test_it_refuses_invalid_specs(over):
     with pytest.raises(ValueError):

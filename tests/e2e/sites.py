@@ -19,13 +19,18 @@ import pytest
 from jobs.models import ClusterProfile
 
 VERSIONS = ("22.05", "24.11", "26.05")
+#: the versions, and 26.05 again with the worker in its Apptainer image (scripts/cluster/worker-image.sh):
+#: `@pytest.mark.parametrize("site", WITH_CONTAINER, indirect=True, ids=site_id)` on a test that must
+#: also hold in a container (its id: `[slurm2605+apptainer]`)
+CONTAINER = "26.05+apptainer"
+WITH_CONTAINER = (*VERSIONS, CONTAINER)
 REPO = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("FFP_STATE", "/var/lib/ffportal"))
 NEWER_CLUSTERS = {"24.11": "ffp2411", "26.05": "ffp2605"}
 
 
 def site_id(version: str) -> str:
-    return "slurm" + version.replace(".", "")
+    return "slurm" + version.replace(".", "")  # "slurm2605", "slurm2605+apptainer"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +40,7 @@ class Site:
     gpu: str  # template slug: one GPU a task, two photos a task
     cpu: str  # template slug: no GPU
     nodes: tuple[str, ...]
+    container: str = ""  # the templates' container image (its path on the cluster), "" for none
 
     @property
     def newer(self) -> bool:
@@ -60,6 +66,15 @@ class Site:
 
 def site(version: str) -> Site:
     """The cluster of that version, as seed_local made its profile (call after seed_local)."""
+    if version == CONTAINER:
+        plain = site("26.05")
+        image_path = STATE / "clusters" / "images" / f"{NEWER_CLUSTERS[plain.version]}.json"
+        if not image_path.exists():
+            pytest.fail(f"the worker's container image was not built ({image_path} is missing): `make test` "
+                        f"builds it, or run `scripts/cluster/worker-image.sh`", pytrace=False)
+        slug = plain.profile.slug
+        return dataclasses.replace(plain, gpu=f"apptainer-{slug}", cpu=f"apptainer-cpu-{slug}",
+                                   container=json.loads(image_path.read_text())["image"])
     if version == "22.05":
         return Site(version, ClusterProfile.objects.get(slug="local"), "gpu-batch", "cpu-small",
                     (os.uname().nodename.split(".")[0],))

@@ -1,6 +1,7 @@
 """The product's spine on the real local clusters over real SSH: API -> RQ -> sbatch -> watcher -> results.
 
 The tests that take `site` are the contract suite: they run on every Slurm version (tests/e2e/sites.py)."""
+import hashlib
 import io
 import subprocess
 import time
@@ -8,8 +9,11 @@ import zipfile
 
 from PIL import Image
 
+import pytest
+
 from jobs.models import Job, JobStatus, TargetStatus
 from jobs.results import download_name
+from tests.e2e import sites
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.worker import badfiles
 
@@ -22,6 +26,7 @@ def start(api, folder, template="gpu-batch", **extra):
     return Job.objects.get(pk=r.json()["id"])
 
 
+@pytest.mark.parametrize("site", sites.WITH_CONTAINER, indirect=True, ids=sites.site_id)
 def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, site, folder, redis_queue):
     fill(folder, {"group.jpg": SAMPLES / "t1.jpg", "astronaut.png": SAMPLES / "astronaut.png",
                   "hanks 'quoted' $(x).png": SAMPLES / "Tom_Hanks_54745.png", "group2.jpg": SAMPLES / "t1.jpg"})
@@ -58,6 +63,17 @@ def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, site
                                                    "-o", "JobID,State,NodeList").splitlines() if line.strip()]
     assert sorted(r[0] for r in rows) == [f"{job.slurm_job_id}_0", f"{job.slurm_job_id}_1"], rows
     assert all(r[1] == "COMPLETED" and r[2] in site.nodes for r in rows), rows
+    if site.container:
+        # The tasks ran the worker in its image (the nodes' own Debian has no `python` at all), and
+        # the job records which image: its path and the SHA-256 of the file the nodes read.
+        # (The cluster's work root is this machine's folder, bound into its root at the same path.)
+        with open(job.folder.script(1)) as script:
+            assert "exec apptainer exec --nv --bind" in script.read()
+        with open(site.container, "rb") as image:
+            digest = hashlib.file_digest(image, "sha256").hexdigest()
+        assert detail["container_image"] == {"image": site.container, "sha256": digest}
+    else:
+        assert detail["container_image"] is None
 
 
 def test_it_ends_partially_failed_with_the_corrupt_targets_message(api, local, folder, redis_queue):
@@ -113,6 +129,7 @@ def accounted_task_states(slurm_job_id: str, timeout: float = 120, slurm=slurm) 
         time.sleep(1)
 
 
+@pytest.mark.parametrize("site", sites.WITH_CONTAINER, indirect=True, ids=sites.site_id)
 def test_it_cancels_a_running_job_that_cannot_finish_first(api, site, folder, redis_queue):
     from jobs.models import Template
 

@@ -5,12 +5,14 @@ that failed for its own reasons is not retried automatically, and is done once i
 its file and retries."""
 
 import numpy
+import pytest
 from django.test import Client
 from django.urls import reverse
 from PIL import Image
 
 from jobs.attempts import history
 from jobs.models import Job, JobStatus, Template, TargetStatus
+from tests.e2e import sites
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import start
 from tests.worker import badfiles
@@ -27,6 +29,7 @@ def small_template(slug, base="cpu-small", **fields):
     return t
 
 
+@pytest.mark.parametrize("site", sites.WITH_CONTAINER, indirect=True, ids=sites.site_id)
 def test_two_tasks_over_their_memory_are_retried_automatically_with_more_memory(api, site, folder, redis_queue,
                                                                                settings):
     # Two tasks memory-killed at the same moment: each one's end is decided from its own log, read

@@ -98,7 +98,7 @@ def test_a_container_sees_the_model_sets_folder(owner, template, october, jpeg_b
     template.model_set, template.container_image = october, "/srv/images/worker.sif"
     template.save()
     spec = sbatch_spec(started_job(owner, template, jpeg_bytes), 1)
-    assert "/srv/ffportal/models/2026-10:/srv/ffportal/models/2026-10" in spec.container_binds
+    assert "/srv/ffportal/models/2026-10:/srv/ffportal/models/2026-10:ro" in spec.container_binds
 
 
 @pytest.mark.parametrize("folder, files, field, words", [

@@ -102,6 +102,26 @@ class Command(BaseCommand):
                 gpu_type="", gpu_count=0, cpus_per_task=1, mem="1G", time_limit="00:30:00", chunk_size=5,
                 engine="classic", face_selector="many", order=11, is_active=True,
                 description=f"No GPU: the classic engine on the Slurm {version} cluster's computers."))
+            # The worker's container image, where scripts/cluster/worker-image.sh built one for this
+            # cluster: a GPU and a CPU template whose tasks start it with `apptainer exec`
+            # ("apptainer-slurm-26-05", "apptainer-cpu-slurm-26-05").
+            image_path = state / "clusters" / "images" / info_path.name
+            if image_path.exists():
+                image = json.loads(image_path.read_text())
+                Template.objects.update_or_create(slug=f"apptainer-{slug}", defaults=dict(
+                    name=f"GPU in a container on Slurm {version}", cluster=newer,
+                    partition=env("FFP_GPU_PARTITION", "gpu"), gpu_type="", gpu_count=1, cpus_per_task=1,
+                    mem="1G", time_limit="00:20:00", chunk_size=2, engine="auto", face_selector="many",
+                    order=12, is_active=True, container_image=image["image"],
+                    description=f"One GPU per task; the worker runs in its Apptainer image on the Slurm {version} "
+                                f"cluster."))
+                Template.objects.update_or_create(slug=f"apptainer-cpu-{slug}", defaults=dict(
+                    name=f"CPU in a container on Slurm {version}", cluster=newer,
+                    partition=env("FFP_CPU_PARTITION", "cpu"), gpu_type="", gpu_count=0, cpus_per_task=1,
+                    mem="1G", time_limit="00:30:00", chunk_size=5, engine="classic", face_selector="many",
+                    order=13, is_active=True, container_image=image["image"],
+                    description=f"No GPU: the classic engine, in the worker's Apptainer image on the Slurm {version} "
+                                f"cluster."))
 
         user, created = User.objects.get_or_create(username=opts["demo_user"])
         password = opts["demo_password"]
