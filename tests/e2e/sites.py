@@ -43,6 +43,11 @@ class Site:
     container: str = ""  # the templates' container image (its path on the cluster), "" for none
 
     @property
+    def id(self) -> str:
+        """Its test id: "slurm2411", "slurm2605+apptainer"."""
+        return site_id(CONTAINER if self.container else self.version)
+
+    @property
     def newer(self) -> bool:
         return self.version != "22.05"
 

@@ -15,6 +15,9 @@ from jobs.models import Job, JobStatus, TargetStatus
 from jobs.results import download_name
 from tests.e2e import sites
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
+from tests.e2e.shots import SHOTS
+from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, _sync_playwright
+from tests.e2e.test_browser_live import web_server  # noqa: F401 - a fixture
 from tests.worker import badfiles
 
 
@@ -27,7 +30,8 @@ def start(api, folder, template="gpu-batch", **extra):
 
 
 @pytest.mark.parametrize("site", sites.WITH_CONTAINER, indirect=True, ids=sites.site_id)
-def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, site, folder, redis_queue):
+def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, site, folder, redis_queue, web_server,
+                                                                       monkeypatch):
     fill(folder, {"group.jpg": SAMPLES / "t1.jpg", "astronaut.png": SAMPLES / "astronaut.png",
                   "hanks 'quoted' $(x).png": SAMPLES / "Tom_Hanks_54745.png", "group2.jpg": SAMPLES / "t1.jpg"})
     job = start(api, folder, template=site.gpu, name="four photos")
@@ -74,6 +78,35 @@ def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, site
         assert detail["container_image"] == {"image": site.container, "sha256": digest}
     else:
         assert detail["container_image"] is None
+    # What its owner sees: the finished job's page, its four results shown (a picture per site).
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    screenshot_job_page(job, web_server, f"finished-job-{site.id}")
+
+
+def screenshot_job_page(job, web_server, name: str) -> None:
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    session = Client()
+    session.force_login(User.objects.get(username="demo"))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with _sync_playwright()() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(base_url=web_server.url, locale="en-US", viewport={"width": 1280, "height": 900})
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": web_server.url,
+                                  "value": session.cookies[settings.SESSION_COOKIE_NAME].value}])
+            page = context.new_page()
+            assert page.goto(f"/jobs/{job.id}").status == 200
+            page.wait_for_load_state("networkidle")
+            assert page.get_attribute("[data-status]", "data-status") == "completed"
+            shown = page.evaluate("() => [...document.images].filter(i => i.complete && i.naturalWidth > 0 "
+                                  "&& i.src.includes('/thumbs/')).length")
+            assert shown >= job.total, f"{shown} result pictures shown of {job.total}"
+            page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+        finally:
+            browser.close()
 
 
 def test_it_ends_partially_failed_with_the_corrupt_targets_message(api, local, folder, redis_queue):
