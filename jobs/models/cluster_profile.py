@@ -14,6 +14,16 @@ from worker.layout import JobFolder
 def _check_roots(value) -> None:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("/") for v in value):
         raise ValidationError(_("Give a list of absolute folder paths, e.g. [\"/srv/storage\"]."))
+    for path in value:
+        _check_bindable(path)
+
+
+def _check_bindable(path: str) -> None:
+    # A template with a container image binds these folders into it (cluster.sbatch), and
+    # Apptainer's --bind list uses ':' and ',' as separators: such a path could never be bound.
+    if ":" in path or "," in path:
+        raise ValidationError(_("A folder path may not contain ':' or ',' (containers list folders with them): "
+                                "%(path)s") % {"path": path})
 
 
 def _check_mapping(value) -> None:
@@ -50,7 +60,7 @@ class ClusterProfile(models.Model):
                                      help_text=_("Python on the compute nodes that has the worker installed."))
     worker_path = models.CharField(_("worker folder"), max_length=500, blank=True,
                                    help_text=_("Folder holding the worker package (PYTHONPATH and working folder of tasks)."))
-    models_dir = models.CharField(_("models folder"), max_length=500, blank=True,
+    models_dir = models.CharField(_("models folder"), max_length=500, blank=True, validators=[_check_bindable],
                                   help_text=_("Read-only folder with the insightface models on the cluster."))
     is_active = models.BooleanField(_("active"), default=True)
     max_targets_per_job = models.PositiveIntegerField(
