@@ -54,6 +54,11 @@ def is_terminal(state: str) -> bool:
 
 _MEMORY_KILL = re.compile(r"exceeded (job )?memory limit|oom[-_ ]kill", re.IGNORECASE)
 _GPU_OOM = re.compile(r"CUDA out of memory|out of memory", re.IGNORECASE)
+#: Apptainer's own last words when the container never started (the image gone or unreadable since
+#: the job was submitted, a mount refused): "FATAL:   could not open image /x.sif: ...",
+#: "FATAL:   container creation failed: ..."; it then exits 255
+_CONTAINER_FAILED = re.compile(r"^FATAL:\s+(?:could not open image|container creation failed|while )",
+                               re.IGNORECASE | re.MULTILINE)
 
 
 def is_memory_kill(task: SlurmTask, log_tail: str = "") -> bool:
@@ -103,6 +108,9 @@ def plain_reason(task: SlurmTask, log_tail: str = "", _: Callable[[str], str] = 
         return ""
     if _GPU_OOM.search(log_tail or ""):
         return _("ran out of GPU memory")
+    if task.exit_code == 255 and _CONTAINER_FAILED.search(log_tail or ""):
+        return _("the worker's container could not start on the compute node (an admin can read why in the "
+                 "task's log)")
     if task.exit_code == 1:
         return _("some photos or videos failed (see each one's message)")
     if task.exit_code == 2:

@@ -79,6 +79,14 @@ def test_it_does_not_call_a_scancel_a_memory_kill():
      "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", "ran out of GPU memory"),
     (dict(state="FAILED", exit_code=2), "onnxruntime: Failed to allocate: out of memory",
      "ran out of GPU memory"),
+    (dict(state="FAILED", exit_code=255),  # Apptainer 1.4.5's words, the image removed after submission
+     "FATAL:   could not open image /srv/ffportal/images/worker.sif: failed to retrieve path for "
+     "/srv/ffportal/images/worker.sif: lstat /srv/ffportal/images/worker.sif: no such file or directory\n",
+     "the worker's container could not start on the compute node (an admin can read why in the task's log)"),
+    (dict(state="FAILED", exit_code=255), "INFO:    fuse2fs not found\nFATAL:   container creation failed: "
+     "image driver mount failure\n",
+     "the worker's container could not start on the compute node (an admin can read why in the task's log)"),
+    (dict(state="FAILED", exit_code=255), "", "failed (exit code 255; an admin can read why in the task's log)"),
     (dict(state="FAILED", exit_code=143), "", "was stopped before it finished"),
     (dict(state="FAILED", exit_code=7), "", "failed (exit code 7; an admin can read why in the task's log)"),
     (dict(state="FAILED"), "", "failed (an admin can read why in the task's log)"),  # 22.05's JSON lost the code

@@ -10,7 +10,7 @@ import pytest
 
 from jobs.models import Job, JobStatus, Template
 from tests.e2e import sites
-from tests.e2e.conftest import SAMPLES, fill, run_rq
+from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import start
 
 IMAGES = os.environ.get("FFP_IMAGES", "/srv/ffportal/images")
@@ -81,3 +81,36 @@ def test_a_folder_in_place_of_an_image_fails_the_job_before_anything_runs(api, s
     job = started_and_submitted(api, folder, redis_queue, template_with_image(site, IMAGES))
     assert job.status == JobStatus.FAILED and job.slurm_job_id == "", job.error
     assert job.error.startswith(f"{IMAGES} on the cluster is not a container image file."), job.error
+
+
+def test_an_image_gone_after_submission_fails_its_tasks_in_plain_words(api, site, folder, redis_queue, monkeypatch):
+    # The image is there when the portal checks it, and an admin removes it right after, before any
+    # task could start (the moment is made exact by removing it as the check returns): each task's
+    # container cannot start, and the page says so in words rather than "exit code 255".
+    from jobs import container
+
+    image = os.path.join(IMAGES, f"soon-gone-{uuid.uuid4().hex[:8]}.sif")
+    os.link(site.container, image)  # the same file under another name: no copy of 500 MB
+    checked = container.check_image
+
+    def check_then_remove(runner, job):
+        found = checked(runner, job)
+        os.unlink(image)
+        return found
+
+    monkeypatch.setattr(container, "check_image", check_then_remove)
+    fill(folder, {"a.jpg": SAMPLES / "t1.jpg", "b.jpg": SAMPLES / "t1.jpg", "c.jpg": SAMPLES / "t1.jpg"})
+    try:
+        job = start(api, folder, template=template_with_image(site, image).slug)
+        run_rq(redis_queue)
+    finally:
+        if os.path.exists(image):
+            os.unlink(image)
+    job.refresh_from_db()
+    assert job.status == JobStatus.PENDING and job.slurm_job_id, job.error
+    assert job.container_image_used["image"] == image
+    job = watch_until(job, {JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED})
+    assert job.status == JobStatus.FAILED, job.error
+    reasons = {t.reason for t in job.tasks.all()}
+    assert reasons == {"the worker's container could not start on the compute node (an admin can read why in "
+                       "the task's log)"}, [(t.index, t.state, t.exit_code, t.reason) for t in job.tasks.all()]
