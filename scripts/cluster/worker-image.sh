@@ -32,7 +32,11 @@ image=$FFP_IMAGES/worker.sif
 work=$FFP_STATE/images   # what the build is made from (root's)
 info=$FFP_STATE/clusters/images/$NV_CLUSTER.json
 log=$FFP_LOG/worker-image.log
-install -d -m 700 "$work" "$(dirname "$info")"
+install -d -m 700 "$work"
+# Read by seed_local, which runs as the portal's service user too (make up, the production shape),
+# as the clusters' own descriptions beside it are.
+install -d -m 755 "$(dirname "$info")"
+chmod 755 "$(dirname "$info")"
 install -d -m 750 -g "$FFP_SSH_USER" "$FFP_IMAGES"
 
 # The recipe's fingerprint: the definition, the worker's files and requirements, the Python. The
@@ -49,6 +53,7 @@ describe() {
   digest=$(sha256sum "$image" | cut -d' ' -f1)
   printf '{"cluster": "%s", "image": "%s", "sha256": "%s", "bytes": %s}\n' "$NV_CLUSTER" "$image" "$digest" \
     "$(stat -c %s "$image")" >"$info.new"
+  chmod 644 "$info.new"
   mv "$info.new" "$info"
 }
 if [ "$force" = 0 ] && [ -s "$image" ] && [ "$(cat "$work/fingerprint" 2>/dev/null)" = "$fingerprint" ]; then
