@@ -117,12 +117,12 @@ else
     export REDIS_URL="$side_redis_base/12"
     [ "${FFP_TEST_DATABASE:-postgres}" = sqlite ] || export TEST_DATABASE_NAME=test_ffportal_newer
     main_pytest tests/e2e -k "(slurm2411 or slurm2605) and not apptainer" --durations=15
-    newer_rc=$?
+    contract_rc=$?
     image_up || { echo "the worker's container image was not built" >&2; exit 1; }
     main_pytest tests/e2e -k "apptainer"
     image_tests_rc=$?
-    [ "$newer_rc" -ne 0 ] || newer_rc=$image_tests_rc
-    exit "$newer_rc"
+    [ "$contract_rc" -ne 0 ] || contract_rc=$image_tests_rc
+    exit "$contract_rc"
   ) >"$newer_run_log" 2>&1 &
   newer_run=$!
   main_pytest tests --ignore=tests/portal --ignore=tests/worker \
@@ -131,13 +131,13 @@ else
   wait "$side"
   side_rc=$?
   wait "$newer_run"
-  newer_rc=$?
+  contract_rc=$?
   echo "===== the side run (tests/portal, tests/worker; then the database tests on SQLite): $side_log ====="
   cat "$side_log"
   echo "===== the contract suite on Slurm 24.11 and 26.05 (and in the worker's image): $newer_run_log ====="
   cat "$newer_run_log"
   [ "$rc" -ne 0 ] || rc=$side_rc
-  [ "$rc" -ne 0 ] || rc=$newer_rc
+  [ "$rc" -ne 0 ] || rc=$contract_rc
 fi
 set -e
 # pytest's 5 means "no tests ran": that is a failure here, never a silent pass.
