@@ -43,7 +43,7 @@ test-clock: system venv
 screenshots: system venv
 	FFP_SCREENSHOTS=$(CURDIR)/docs/screenshots bash scripts/test.sh tests/e2e/test_screenshots.py \
 	  tests/e2e/test_browser_access.py tests/e2e/test_browser_recovery.py tests/e2e/test_videos_live.py \
-	  tests/e2e/test_browser_uploads.py tests/e2e/test_browser_chinese.py tests/portal/test_browser_gallery.py \
+	  tests/e2e/test_browser_uploads.py tests/e2e/test_browser_chinese.py tests/jobs/test_browser_gallery.py \
 	  tests/e2e/test_browser_bookings.py
 
 bench: venv

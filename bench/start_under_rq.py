@@ -3,7 +3,7 @@
 - in-process: start_job + submit_job in this process, on its warm pooled SSH connection (what
   bench/submit_scaling.py measures);
 - worker (make up): start_job here, its submission enqueued in Redis as the web server does on
-  commit, then run by the RQ worker process started with make up's command (`jobs.rqworker.command()`,
+  commit, then run by the RQ worker process started with make up's command (`jobs.background.rq_worker.command()`,
   which scripts/up.sh runs); the time ends when the worker's result, the Slurm id, is in Redis;
 - forking worker (before): the same through rq's default worker, which forks a child per job, as
   make up ran it before (`manage.py rqworker default --with-scheduler --serializer ...`).
@@ -41,11 +41,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 from rq.job import Job as RQJob  # noqa: E402
 
 from cluster import get_runner, slurm  # noqa: E402
-from jobs import tasks  # noqa: E402
+from jobs.background import enqueue  # noqa: E402
 from jobs.models import Template  # noqa: E402
-from jobs.rqworker import command as worker_command  # noqa: E402
-from jobs.start import start_job  # noqa: E402
-from jobs.submit import submit_job  # noqa: E402
+from jobs.background.rq_worker import command as worker_command  # noqa: E402
+from jobs.job.start import start_job  # noqa: E402
+from jobs.job.submit import submit_job  # noqa: E402
 
 N_TARGETS = 10
 #: rq's forking worker, as scripts/up.sh ran it before `manage.py portal_rqworker`
@@ -90,7 +90,7 @@ class Starts:
         self.user, self.template, self.folder = user, template, folder
         self.face = (storage() / "samples" / "faces" / "Tom_Hanks_54745.png").read_bytes()
         self.runner = get_runner(template.cluster.cluster_config())
-        self.queue = tasks.queue()
+        self.queue = enqueue.queue()
 
     def _start(self):
         return start_job(user=self.user, template=self.template, target_folder=self.folder, consent=True,
@@ -104,8 +104,8 @@ class Starts:
     def through_worker(self) -> tuple[float, str]:
         t0 = time.perf_counter()
         job = self._start()
-        tasks.enqueue_submission(job)  # what the web server does when Start's transaction commits
-        rq_job = RQJob.fetch(tasks.submission_rq_id(job), connection=self.queue.connection,
+        enqueue.enqueue_submission(job)  # what the web server does when Start's transaction commits
+        rq_job = RQJob.fetch(enqueue.submission_rq_id(job), connection=self.queue.connection,
                              serializer=self.queue.serializer)
         result = rq_job.latest_result(timeout=RESULT_WAIT_S)  # blocks in Redis until the worker writes it
         elapsed = time.perf_counter() - t0

@@ -1,4 +1,4 @@
-"""Memory of the upload check (jobs.upload_checks.check_arrived) when K crafted uploads arrive at once.
+"""Memory of the upload check (jobs.uploads.on_complete.check_arrived) when K crafted uploads arrive at once.
 
 Two cases, each the review's attack on one web process:
 
@@ -87,9 +87,9 @@ def child(case: str, k: int, files: dict[str, Path], template_db: Path) -> dict:
         _django(db, work / "media")
         from django.contrib.auth.models import User
 
-        from jobs import upload_store
+        from jobs.uploads import store as upload_store
         from jobs.models import UploadKind
-        from jobs.upload_checks import check_arrived
+        from jobs.uploads.on_complete import check_arrived
 
         user = User.objects.create_user("bench")
 

@@ -2,7 +2,7 @@
 readable by the portal's cluster account, and which file is it (SHA-256).
 
 Pure functions returning argument lists and parsing their output; the portal runs them over SSH
-before it submits a job that runs in a container (jobs.container), so a missing image fails the job
+before it submits a job that runs in a container (jobs.job.container), so a missing image fails the job
 before any task starts instead of failing every task.
 """
 from __future__ import annotations

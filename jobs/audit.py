@@ -8,8 +8,8 @@ Actions are short dotted codes, `<thing>.<verb>`; the ones the portal writes tod
     auth.login  auth.logout  auth.login_failed          (jobs.signals, from Django's auth signals)
     job.start  job.cancel  job.retry  job.download      (start, lifecycle, retry, web/views/files.py, api/views.py)
     job.face_file                                       (admin/faces.py: a face photo or result opened in the admin)
-    job.files_deleted  job.cluster_files_deleted        (jobs.retention: counts and bytes, never file names)
-    content_check.refused                               (jobs.safety: source|output, upload or job id and target index, labels and scores; never images or names)
+    job.files_deleted  job.cluster_files_deleted        (jobs.results.retention: counts and bytes, never file names)
+    content_check.refused                               (jobs.content_safety: source|output, upload or job id and target index, labels and scores; never images or names)
     template.add/change/delete  quota.add/change/delete  profile.add/change/delete  (admin.AuditedAdmin)
 
 A new action needs no schema change: add the code where it happens, and a line above.

@@ -8,8 +8,8 @@
 The ids (`FIELDS`) live in a context variable, so they follow the code that runs for one request,
 one RQ job or one job of a watcher cycle, also across asgiref's thread hops (it copies the context),
 and never leak from one request into the next (each `log_context` is undone when it ends).
-`portal.request_id.RequestIdMiddleware` opens the request's context; `jobs.rqworker` an RQ job's;
-`jobs.submit` and `jobs.watcher.poll` a job's. A request's user id is read from the request when a
+`portal.request_id.RequestIdMiddleware` opens the request's context; `jobs.background.rq_worker` an RQ job's;
+`jobs.job.submit` and `jobs.watcher.poll` a job's. A request's user id is read from the request when a
 line is written, once authentication has resolved the user (the session middleware's or an API
 token's), never by asking the database from inside a log call.
 

@@ -225,8 +225,8 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise looks there first (
 # view that checks ownership (see jobs/web/views).
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 # Every uploaded file is kept, also one named `..` or `.` that Django's parser would drop silently
-# (jobs.uploads gives it a safe name); small ones in memory, big ones streamed to a temporary file.
-FILE_UPLOAD_HANDLERS = ["jobs.uploads.KeepEveryUpload", "django.core.files.uploadhandler.MemoryFileUploadHandler",
+# (jobs.uploads.content gives it a safe name); small ones in memory, big ones streamed to a temporary file.
+FILE_UPLOAD_HANDLERS = ["jobs.uploads.content.KeepEveryUpload", "django.core.files.uploadhandler.MemoryFileUploadHandler",
                         "django.core.files.uploadhandler.TemporaryFileUploadHandler"]
 # Uploads are private whatever the process's umask: files 600, folders 700.
 FILE_UPLOAD_PERMISSIONS = 0o600
@@ -235,30 +235,30 @@ MEDIA_URL = "/media-not-served/"
 # Downloads of outputs and inputs handed to the web server in front (django-sendfile2): behind nginx,
 # SENDFILE_BACKEND=django_sendfile.backends.nginx answers with an X-Accel-Redirect to SENDFILE_URL,
 # an `internal` nginx location over MEDIA_ROOT (deploy/nginx/), so no Python process streams a large
-# file. Empty (a checkout, `make up`, the tests): the portal streams them itself (jobs.results).
+# file. Empty (a checkout, `make up`, the tests): the portal streams them itself (jobs.results.files).
 SENDFILE_BACKEND = os.environ.get("SENDFILE_BACKEND", "").strip() or None
 SENDFILE_ROOT = str(MEDIA_ROOT.resolve())
 SENDFILE_URL = os.environ.get("SENDFILE_URL", "/_protected_media")
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # bigger uploads stream to a temp file, never whole into RAM
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(2 * 1024**3))  # per file
-# Files sent ahead of Start (jobs.upload_store): one user's unused ones, at most (expiry removes them).
+# Files sent ahead of Start (jobs.uploads.store): one user's unused ones, at most (expiry removes them).
 UPLOADS_PENDING_MAX_FILES = envint("UPLOADS_PENDING_MAX_FILES", "2000")
 UPLOADS_PENDING_MAX_BYTES = envint("UPLOADS_PENDING_MAX_BYTES", str(20 * 1024**3))
 # Pixels, not bytes, are what decoding costs (a 200 KB PNG can hold 7000 x 7000 pixels, 196 MB
 # decoded). The largest photo, or picture of any video stream, the portal and the worker decode:
-# refused from the header before decoding (jobs.decoding; the manifest's engine.max_pixels). The
+# refused from the header before decoding (jobs.uploads.decoding; the manifest's engine.max_pixels). The
 # default, the worker's own, takes an 8K frame (33 MP) and 48 MP phone photos.
 from worker.manifest import DEFAULT_MAX_PIXELS as _DEFAULT_MAX_PIXELS  # noqa: E402 - one number, the worker's
 
 MEDIA_MAX_PIXELS = envint("MEDIA_MAX_PIXELS", str(_DEFAULT_MAX_PIXELS))
-# Upload checks that decode at once in one web process (jobs.decoding.decode_slot); more wait their
+# Upload checks that decode at once in one web process (jobs.uploads.decoding.decode_slot); more wait their
 # turn. Memory for checks is at most this many decoded photos (~200 MB each at the limit).
 UPLOAD_CHECKS_AT_ONCE = envint("UPLOAD_CHECKS_AT_ONCE", "2")
 if MEDIA_MAX_PIXELS < 1 or UPLOAD_CHECKS_AT_ONCE < 1:
     raise ImproperlyConfigured("MEDIA_MAX_PIXELS and UPLOAD_CHECKS_AT_ONCE must be at least 1")
 # Start asks the cluster what a target folder holds, to refuse an empty or mistyped one next to its field
-# (jobs.folder_check; a cluster that does not answer never refuses a Start).
+# (jobs.clusters.folder_check; a cluster that does not answer never refuses a Start).
 FOLDER_CHECK_ON_START = os.environ.get("FOLDER_CHECK_ON_START", "1") != "0"
 # Files in one request. Django's default (100) would refuse a Start of 101 uploaded targets with a
 # bare 400 before any view runs; per-user limits are the quota's targets per job (jobs.quotas).
@@ -291,7 +291,7 @@ if min(HTTP_KEEP_ALIVE_TIMEOUT, HTTP_HEADERS_TIMEOUT, HTTP_BODY_TIMEOUT, HTTP_BO
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Jobs in RQ are JSON, not pickles (a job planted in Redis must never run code when read): the
-# queue's serializer, which jobs.tasks, the rqworker command (--serializer) and tests all use.
+# queue's serializer, which jobs.background.enqueue, the rqworker command (--serializer) and tests all use.
 RQ_SERIALIZER = "rq.serializers.JSONSerializer"
 RQ_QUEUES = {"default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900, "SERIALIZER": RQ_SERIALIZER}}
 CHANNEL_LAYERS = {

@@ -5,7 +5,7 @@
 #   2. translations waiting in locale/zh_Hans/fragments/*.po (written while several changes were made
 #      at once) fill the untranslated entries; the fragments are then emptied (git keeps their history);
 #   3. msgfmt --check compiles django.mo; the untranslated and fuzzy counts are printed
-#      (tests/portal/test_translations.py fails on any).
+#      (tests/jobs/test_translations.py fails on any).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PO=locale/zh_Hans/LC_MESSAGES/django.po

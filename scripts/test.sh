@@ -67,11 +67,11 @@ else
   # more on SQLite, the database of `make up`'s demo, whose locks and types differ (IMMEDIATE
   # transactions stand in for row locks in the race tests).
   shopt -s nullglob
-  db_tests=(tests/portal/test_*race*.py tests/portal/test_migrations.py tests/portal/test_quotas*.py
-            tests/portal/test_bookings_*.py tests/portal/test_api_*.py tests/portal/test_lifecycle.py
-            tests/portal/test_watcher*.py tests/portal/test_retention.py tests/portal/test_audit.py
-            tests/portal/test_gallery.py tests/portal/test_big_job.py tests/portal/test_accounting.py
-            tests/portal/test_uploads_tus.py tests/portal/test_start_*.py tests/portal/test_webhooks.py)
+  db_tests=(tests/jobs/test_*race*.py tests/jobs/test_migrations.py tests/jobs/test_quotas*.py
+            tests/jobs/test_bookings_*.py tests/jobs/test_api_*.py tests/jobs/test_lifecycle.py
+            tests/jobs/test_watcher*.py tests/jobs/test_retention.py tests/jobs/test_audit.py
+            tests/jobs/test_gallery.py tests/jobs/test_big_job.py tests/jobs/test_accounting.py
+            tests/jobs/test_uploads_tus.py tests/jobs/test_start_*.py tests/jobs/test_webhooks.py)
   side_log=artifacts/test-side-run.log
   # The side run has a Redis SERVER of its own, not only a database: the main run's fault tests stop
   # and restart the cluster's Redis (tests/e2e/test_faults.py), and a side test using it at that
@@ -98,7 +98,7 @@ else
     export REDIS_URL="$side_redis_base/13"
     # SQLite's test database is a file per process already; PostgreSQL's needs a name of its own.
     [ "${FFP_TEST_DATABASE:-postgres}" = sqlite ] || export TEST_DATABASE_NAME=test_ffportal_side
-    main_pytest tests/portal tests/worker tests/test_architecture.py --durations=15
+    main_pytest tests/jobs tests/portal tests/worker tests/test_architecture.py --durations=15
     side_rc=$?
     unset TEST_DATABASE_NAME
     pytest "${db_tests[@]}"
@@ -125,14 +125,14 @@ else
     exit "$contract_rc"
   ) >"$newer_run_log" 2>&1 &
   newer_run=$!
-  main_pytest tests --ignore=tests/portal --ignore=tests/worker \
+  main_pytest tests --ignore=tests/jobs --ignore=tests/portal --ignore=tests/worker \
     --ignore=tests/test_architecture.py -k "not slurm2411 and not slurm2605" --durations=30
   rc=$?
   wait "$side"
   side_rc=$?
   wait "$newer_run"
   contract_rc=$?
-  echo "===== the side run (tests/portal, tests/worker; then the database tests on SQLite): $side_log ====="
+  echo "===== the side run (tests/jobs, tests/portal, tests/worker; then the database tests on SQLite): $side_log ====="
   cat "$side_log"
   echo "===== the contract suite on Slurm 24.11 and 26.05 (and in the worker's image): $newer_run_log ====="
   cat "$newer_run_log"

@@ -111,7 +111,7 @@ for name in rqworker watcher web; do
 done
 # setsid: Ctrl-C reaches this script only, whose trap stops the three in order and reports honestly.
 # The RQ worker runs jobs in its own process (no fork per job), so its SSH connection to the cluster
-# stays open from one Start to the next (jobs/rqworker.py says what stands in for the fork).
+# stays open from one Start to the next (jobs/background/rq_worker.py says what stands in for the fork).
 setsid "${as_web[@]}" "$PY" manage.py portal_rqworker >"$PORTAL_VAR/log/rqworker.log" 2>&1 & pids+=($!)
 setsid "${as_web[@]}" "$PY" manage.py watch_cluster >"$PORTAL_VAR/log/watcher.log" 2>&1 & pids+=($!)
 # The web server as FFP_WEB_PROCESSES processes sharing the port (default: one per core, at most 2;

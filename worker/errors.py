@@ -34,7 +34,7 @@ class SourceError(WorkerError):
 class TargetError(WorkerError):
     """One target cannot be processed. The text is the English sentence (logs, the CLI); `code` and
     `params` name the sentence for the portal, which says it in the reader's language
-    (jobs.target_words; the progress record carries both, docs/worker.md)."""
+    (jobs.results.target_words; the progress record carries both, docs/worker.md)."""
 
     def __init__(self, message: str = "", code: str = "", **params):
         super().__init__(message)

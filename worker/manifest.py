@@ -16,7 +16,7 @@ A manifest is a JSON file written by the portal next to the job's inputs:
       "watermark": "Made with AI",                # version 2 only, optional: visible text in a corner
       "models": {"set": "...", "folder": "/abs/models", "files": [{"name": ..., "sha256": ...}]}
       "safety": {"plugin": "nudenet", "refuse": [...], "min_score": 0.5}
-    }                                             # version 2 only, optional: `worker.modelset`, `worker.safety`
+    }                                             # version 2 only, optional: `worker.modelset`, `worker.content_safety`
 
 Relative paths in `sources`, `targets[].path` and `output_dir` are resolved against the manifest's
 own folder, so a staged job folder can move as a whole. Outputs are written to
@@ -54,7 +54,7 @@ from .choices import ENGINE_NAMES, FACE_SELECTORS, FaceSelector  # noqa: F401 - 
 from .errors import ManifestError
 from .layout import OutputFolder
 from .modelset import ModelPin
-from .safety import SafetySpec
+from .content_safety import SafetySpec
 
 #: the newest manifest version this worker reads and writes (`Manifest.version` says which one a
 #: manifest is written as); READABLE_VERSIONS are those it reads
@@ -118,7 +118,7 @@ class Manifest:
     watermark: str = ""
     #: the model set the template is pinned to (None: the node's models folder, any verified file)
     models: ModelPin | None = None
-    #: the content check every output gets before it is delivered (None: off; `worker.safety`)
+    #: the content check every output gets before it is delivered (None: off; `worker.content_safety`)
     safety: SafetySpec | None = None
 
     @property

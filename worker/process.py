@@ -233,7 +233,7 @@ def _file_error(exc: OSError, target: Path, name: str, output: Path) -> str:
     return f"the output could not be written: {exc.strerror or exc}"
 
 
-#: the note of a photo with a face turned toward profile, left as it was (jobs.target_words: profile_left)
+#: the note of a photo with a face turned toward profile, left as it was (jobs.results.target_words: profile_left)
 PROFILE_LEFT = "a face in profile was left as is"
 
 

@@ -22,7 +22,7 @@ from .modelset import engine_models, verify_pinned
 from .process import Outcome, build_swapper, process_target
 from .progress import ProgressWriter, TargetRecord, TaskProgress
 from .provenance import label_for
-from .safety import load_checker, screen_output
+from .content_safety import load_checker, screen_output
 from .signals import Terminated
 from .targetfile import allowed_folders, open_target
 

@@ -10,4 +10,4 @@ from jobs.admin import priority  # noqa: F401 - QOS levels and group priorities 
 from jobs.admin import webhooks  # noqa: F401 - webhook deliveries, read-only (issue 13)
 from jobs.admin import retention  # noqa: F401 - how long job files are kept (issue 14)
 from jobs.admin import model_sets  # noqa: F401 - model files by SHA-256, pinned per template (issue 14)
-from jobs.admin import safety  # noqa: F401 - the optional content check of photos and results (issue 14)
+from jobs.admin import content_safety  # noqa: F401 - the optional content check of photos and results (issue 14)

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from cluster import ClusterError
 from jobs import bookings
 from jobs.admin.base import AuditedAdmin
-from jobs.cluster_survey import plain_error
+from jobs.clusters.survey import plain_error
 from jobs.models import Booking, BookingPolicy, BookingState, GpuType
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ from django.utils.translation import gettext as _
 from jobs import audit
 from jobs.access import may_see_faces
 from jobs.models import Job, Target
-from jobs.results import download_name, input_path, media_file, output_path, serve_file, stream_results_zip
-from jobs.retention import files_gone
+from jobs.results.files import download_name, input_path, media_file, output_path, serve_file, stream_results_zip
+from jobs.results.retention import files_gone
 from jobs.web.views.sources import job_sources
 
 #: the admin URL's name for one face file (JobAdmin.get_urls): kind, then a position

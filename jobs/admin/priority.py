@@ -1,6 +1,6 @@
 """Priorities in the Django admin: the Slurm QOS levels users' jobs may run at, and which groups get
 which (registered from jobs/admin/__init__.py; changes audited as "qoslevel.*" / "grouppriority.*").
-The rule that applies them is `jobs.priority.qos_for`."""
+The rule that applies them is `jobs.job.priority.qos_for`."""
 from __future__ import annotations
 
 from django.contrib import admin

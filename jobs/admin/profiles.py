@@ -22,7 +22,7 @@ from django.utils.translation import gettext_lazy as _
 from cluster import ClusterError
 
 from jobs.admin.base import AuditedAdmin
-from jobs.cluster_survey import plain_error, survey_profile
+from jobs.clusters.survey import plain_error, survey_profile
 from jobs.models import ClusterProfile
 from jobs.secrets import SecretText
 

@@ -18,9 +18,9 @@ from cluster import ClusterError, render_script
 from worker.manifest import make_chunks
 
 from jobs.admin.base import AuditedAdmin
-from jobs.cluster_survey import plain_error, survey_profile
+from jobs.clusters.survey import plain_error, survey_profile
 from jobs.models import Job, Template
-from jobs.submit import sbatch_spec
+from jobs.job.submit import sbatch_spec
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class TemplateAdmin(AuditedAdmin):
 
 def preview_script(template: Template, user=None, n_targets: int = PREVIEW_TARGETS) -> str:
     """The sbatch script of a sample job (never saved) of `n_targets` targets, rendered exactly as
-    a submission would (jobs.submit.sbatch_spec), from the template's snapshot."""
+    a submission would (jobs.job.submit.sbatch_spec), from the template's snapshot."""
     job = Job(id=PREVIEW_JOB_ID, owner=user, template=template, template_snapshot=template.snapshot().to_json(),
               cluster=template.cluster)
     n_tasks = len(make_chunks(n_targets, max(1, template.chunk_size or 1)))

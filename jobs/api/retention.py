@@ -1,4 +1,4 @@
-"""`DELETE /api/v1/jobs/<id>`: delete a job's files (jobs.retention), on the job's own address.
+"""`DELETE /api/v1/jobs/<id>`: delete a job's files (jobs.results.retention), on the job's own address.
 
 Owner only, like every job lookup (jobs.access): someone else's job answers 404 like a missing one. A job still
 queued or on the cluster answers 409: cancel it first (`POST .../cancel`), then delete once it
@@ -15,7 +15,7 @@ from jobs.api import shapes as serializers
 from jobs.api import views as api
 from jobs.api.auth import api_view, error
 from jobs.models import Job
-from jobs.retention import delete_job_files, files_gone
+from jobs.results.retention import delete_job_files, files_gone
 
 
 @api_view("GET", "DELETE")

@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 from django.urls import get_script_prefix, reverse
 from django.utils.text import Truncator
 
-from jobs.expected import expected_finish, when_words
+from jobs.job.expected import expected_finish, when_words
 from jobs.models import Job, Target, Task, Template
 
 
@@ -99,7 +99,7 @@ def job_summary(job: Job, request=None) -> dict:
 
 def job_detail(job: Job, request=None) -> dict:
     """The summary plus `tasks` (Slurm array indexes), `outputs` (fetched results, with URLs) and
-    `attempt` / `attempts` (1 / [] until the job is retried: jobs.retry).
+    `attempt` / `attempts` (1 / [] until the job is retried: jobs.job.retry).
 
     `tasks` and `outputs` hold the first DETAIL_ROWS; `tasks_next` / `outputs_next` link to the
     rest (null when there is none), so the answer's size does not grow with the job."""
@@ -111,14 +111,14 @@ def job_detail(job: Job, request=None) -> dict:
     body["tasks_next"] = page_link("api-job-tasks", job, after_task, request)
     body["outputs_next"] = page_link("api-job-outputs", job, after_output, request)
     body["attempt"] = job.attempt
-    # Slurm's estimate of the start (a waiting job) and the finish at the template's pace (jobs.expected)
+    # Slurm's estimate of the start (a waiting job) and the finish at the template's pace (jobs.job.expected)
     body["expected_start"], body["expected_finish"] = _iso(job.expected_start), _iso(expected_finish(job))
-    body["models"] = [{"name": m["name"], "sha256": m["sha256"]} for m in job.models_used or []]  # jobs.model_sets
-    body["container_image"] = dict(job.container_image_used) or None  # jobs.container: {"image", "sha256"}
+    body["models"] = [{"name": m["name"], "sha256": m["sha256"]} for m in job.models_used or []]  # jobs.job.model_sets
+    body["container_image"] = dict(job.container_image_used) or None  # jobs.job.container: {"image", "sha256"}
     body["attempts"] = [{"attempt": a.number, "slurm_job_id": a.slurm_job_id, "array": a.array, "mem": a.mem,
                          "why": a.why, "auto": a.auto, "at": a.at.isoformat(), "ended": a.ended}
                         for a in job.attempts.all()]
-    body["files_deleted_at"] = _iso(job.files_deleted_at)  # retention: set, the files are gone (jobs.retention)
+    body["files_deleted_at"] = _iso(job.files_deleted_at)  # retention: set, the files are gone (jobs.results.retention)
     body["error"] = error
     return body
 

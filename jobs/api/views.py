@@ -16,16 +16,16 @@ from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
 from jobs.api import shapes as serializers
-from jobs.lifecycle import request_cancel
-from jobs.results import download_name, output_path, record_download, serve_file, stream_results_zip
-from jobs.retry import retry_failed, retry_refusal
+from jobs.job.lifecycle import request_cancel
+from jobs.results.files import download_name, output_path, record_download, serve_file, stream_results_zip
+from jobs.job.retry import retry_failed, retry_refusal
 from jobs.api.auth import api_view, error
-from jobs.browse import browse
+from jobs.clusters.browse import browse
 from jobs.errors import BrowseError, StartError
 from jobs.models import ClusterProfile, Job, JobStatus, Template
-from jobs.booking_use import job_outlasts_booking
-from jobs.start import start_job
-from jobs.retention import files_gone
+from jobs.bookings.use import job_outlasts_booking
+from jobs.job.start import start_job
+from jobs.results.retention import files_gone
 from jobs import webhooks
 
 DEFAULT_LIMIT = 50
@@ -218,7 +218,7 @@ def job_cancel(request, job_id):
 
 @api_view("POST")
 def job_retry(request, job_id):
-    """202 with the job: its failed targets are resubmitted as a new attempt (jobs.retry).
+    """202 with the job: its failed targets are resubmitted as a new attempt (jobs.job.retry).
     409 when nothing can be retried (still running, cancelled, or only own-reason failures)."""
     found = _job_for(request, job_id)
     if found is None:

@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import tasks
+from jobs.background import enqueue
 import jobs.bookings.lifecycle as lifecycle
 import jobs.bookings.place as place
 import jobs.bookings.reservations as reservations
@@ -75,7 +75,7 @@ def _step(booking: Booking, now: datetime) -> None:
         lifecycle.refuse(booking, _("No admin approved this booking before its time was over."))
         return
     if state in FINAL_BOOKING_STATES:
-        _retry_task(booking, now, "delete", tasks.enqueue_reservation_delete)
+        _retry_task(booking, now, "delete", enqueue.enqueue_reservation_delete)
         return
     if state == BookingState.CONFIRMED and booking.starts_at <= now:
         lifecycle.move(booking, [BookingState.CONFIRMED], BookingState.ACTIVE, event="started",
@@ -90,13 +90,13 @@ def _step(booking: Booking, now: datetime) -> None:
             booking.ending_notice_at = now
             lifecycle.notify(booking, "ending")
     if not booking.reservation_made and booking.updated_at <= now - RESERVATION_RETRY_AFTER:
-        _retry_task(booking, now, "make", tasks.enqueue_reservation)
+        _retry_task(booking, now, "make", enqueue.enqueue_reservation)
 
 
-def _retry_task(booking: Booking, now: datetime, verb: str, enqueue) -> None:
+def _retry_task(booking: Booking, now: datetime, verb: str, send) -> None:
     if booking.updated_at > now - RESERVATION_RETRY_AFTER:
         return
     # Touch it first: the beat comes back to it only after RESERVATION_RETRY_AFTER.
     Booking.objects.filter(pk=booking.pk, state=booking.state).update(updated_at=now)
-    if not reservations.task_pending(tasks.reservation_rq_id(booking, verb)):
-        enqueue(booking)
+    if not reservations.task_pending(enqueue.reservation_rq_id(booking, verb)):
+        send(booking)

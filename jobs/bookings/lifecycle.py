@@ -18,7 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import audit, tasks, webhooks
+from jobs import audit, webhooks
+
+from jobs.background import enqueue
 from jobs.models import Booking, BookingState
 
 log = logging.getLogger(__name__)
@@ -60,11 +62,11 @@ def move(booking: Booking, old_states, new_state: str, *, event: str | None, act
 
 
 def after_commit_make_reservation(booking: Booking) -> None:
-    transaction.on_commit(lambda: tasks.enqueue_reservation(booking))
+    transaction.on_commit(lambda: enqueue.enqueue_reservation(booking))
 
 
 def after_commit_delete_reservation(booking: Booking) -> None:
-    transaction.on_commit(lambda: tasks.enqueue_reservation_delete(booking))
+    transaction.on_commit(lambda: enqueue.enqueue_reservation_delete(booking))
 
 
 def confirm(booking: Booking, *, actor=None, request=None, from_states=(BookingState.REQUESTED,)) -> bool:

@@ -21,7 +21,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
 from jobs.models import Booking, BookingPolicy, StartChoice, capability_tuple
-from jobs.uploads import without_hidden_characters
+from jobs.uploads.content import without_hidden_characters
 from jobs.webhooks import check_callback_url
 
 #: the most GPUs one booking may ask for (a typo guard: no site has more on one booking)

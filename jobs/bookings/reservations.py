@@ -1,10 +1,10 @@
-"""The Slurm reservation behind a confirmed booking: made and deleted over SSH by RQ tasks.
+"""The Slurm reservation behind a confirmed booking: made and deleted over SSH by RQ enqueue.
 
 Slurm 22.05 cannot hold GPUs in a reservation, so a booking's reservation holds the CORES that go
 with its GPUs on nodes that have them (`node_plan`): CoreCnt = GPUs x (node CPUs // node GPUs), at
 least 1. Users = the cluster profile's SSH user: the portal submits every job as that user.
 
-An SSH outage raises, so RQ retries (tasks.RESERVATION_RETRY) and the booking reads "confirmed; the
+An SSH outage raises, so RQ retries (enqueue.RESERVATION_RETRY) and the booking reads "confirmed; the
 reservation is being made" meanwhile; the beat enqueues again if every try failed. Slurm refusing
 the reservation (nodes busy or already reserved) refuses the booking with a plain reason.
 """
@@ -17,7 +17,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 import cluster
-from jobs import audit, tasks
+from jobs import audit
+from jobs.background import enqueue
 import jobs.bookings.lifecycle as lifecycle
 from jobs.models import Booking, BookingState, GpuType
 from jobs.models.booking import FINAL_BOOKING_STATES
@@ -133,7 +134,7 @@ def task_pending(rq_id: str) -> bool:
         from rq.job import Job as RqJob
 
         try:
-            job = RqJob.fetch(rq_id, connection=tasks.queue().connection)
+            job = RqJob.fetch(rq_id, connection=enqueue.queue().connection)
         except NoSuchJobError:
             return False
         return job.get_status(refresh=False) in ("queued", "started", "scheduled", "deferred")

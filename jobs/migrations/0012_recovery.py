@@ -1,4 +1,4 @@
-# A target of a cancelled job is "cancelled" (grey), not "failed" (jobs.lifecycle).
+# A target of a cancelled job is "cancelled" (grey), not "failed" (jobs.job.lifecycle).
 from django.db import migrations, models
 
 

@@ -11,7 +11,7 @@ from jobs.models.priority import GroupPriority, QosLevel
 from jobs.models.preferences import EmailNotice, NoticeKind, NoticeStatus, NotificationPreference
 from jobs.models.quota import Quota
 from jobs.models.retention import RetentionPolicy
-from jobs.models.safety import SafetyPolicy
+from jobs.models.content_safety import SafetyPolicy
 from jobs.models.model_set import ModelSet
 from jobs.models.snapshot import TemplateSnapshot
 from jobs.models.template import Template

@@ -10,7 +10,7 @@ from cluster import compress_ranges
 class JobAttempt(models.Model):
     """One submission of a job to Slurm: the first run, or a retry over some of its chunks.
 
-    A job has attempt rows once it has been retried (jobs.retry): the first run is recorded then,
+    A job has attempt rows once it has been retried (jobs.job.retry): the first run is recorded then,
     next to the new attempt. `Job.attempt` is the number of the attempt that runs now.
     """
 

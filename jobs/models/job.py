@@ -78,7 +78,7 @@ class Job(models.Model):
     reference_face = models.FileField(upload_to=reference_upload_to, max_length=500, blank=True)
     slurm_job_id = models.CharField(max_length=32, blank=True, db_index=True)
     cancel_requested = models.BooleanField(default=False)
-    #: 1 for the first submission; each retry (jobs.retry) is a new attempt with its own Slurm job,
+    #: 1 for the first submission; each retry (jobs.job.retry) is a new attempt with its own Slurm job,
     #: recorded as a JobAttempt row (`job.attempts`)
     attempt = models.PositiveIntegerField(default=1, db_default=1)
     consent_at = models.DateTimeField(null=True, blank=True)
@@ -103,12 +103,12 @@ class Job(models.Model):
     #: the cluster that has not changed for longer than its tasks can run is checked against Slurm's
     #: accounting of all its attempts (jobs.watcher.reconcile)
     changed_at = models.DateTimeField(null=True, blank=True)
-    #: the model files its tasks loaded, [{"name", "sha256"}], from their progress records (jobs.model_sets)
+    #: the model files its tasks loaded, [{"name", "sha256"}], from their progress records (jobs.job.model_sets)
     models_used = models.JSONField(_("models used"), default=list, blank=True)
     #: the container image its tasks ran in, {"image": path on the cluster, "sha256"}, as checked
-    #: when its latest attempt was submitted (jobs.container); {} when it ran without one
+    #: when its latest attempt was submitted (jobs.job.container); {} when it ran without one
     container_image_used = models.JSONField(_("container image used"), default=dict, blank=True)
-    #: retention (jobs.retention): when the owner was told the files go, when the portal's files went
+    #: retention (jobs.results.retention): when the owner was told the files go, when the portal's files went
     #: (the row stays as a tombstone), and when the job's folder on the cluster was removed
     retention_notice_at = models.DateTimeField(null=True, blank=True)
     files_deleted_at = models.DateTimeField(null=True, blank=True, db_index=True)
@@ -226,7 +226,7 @@ class Target(models.Model):
     output_file = models.CharField(max_length=1000, blank=True)  # local path of the fetched output
     thumbnail_file = models.CharField(max_length=1000, blank=True)
     #: failed because its task died (out of memory, node failure, time limit ...), not for its own
-    #: reasons (corrupt file, no face): only these are retried (jobs.retry)
+    #: reasons (corrupt file, no face): only these are retried (jobs.job.retry)
     failed_with_task = models.BooleanField(default=False, db_default=False)
     #: when the watcher last asked for this output to be fetched (jobs.watcher.outputs); a fetch
     #: still outstanding after a while is asked for again

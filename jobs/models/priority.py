@@ -4,7 +4,7 @@
                    and its rank among the others (higher runs first, and may preempt lower)
     GroupPriority  a user group -> the QOS level its members' jobs run at
 
-A job's QOS is decided once, at Start (`jobs.priority.qos_for`), and frozen in its template
+A job's QOS is decided once, at Start (`jobs.job.priority.qos_for`), and frozen in its template
 snapshot: later changes never move a job already queued.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `RetentionPolicy` is one row, edited in the admin: after `days` from a job's end its files (the
 uploads, outputs, thumbnails on the portal, the job folder on the cluster) are deleted; the owner is
 emailed `notice_days` before. The job row itself stays as a tombstone (`Job.files_deleted_at`), so
-usage and the audit log keep their history. The rules live in `jobs.retention`.
+usage and the audit log keep their history. The rules live in `jobs.results.retention`.
 """
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ class Template(models.Model):
         ones every batch script is checked against; here each problem is said in the admin's words.
 
         Whether the partition and the GPU type exist needs the cluster: the admin form checks
-        that when the cluster answers (jobs.cluster_survey), since a model must save offline.
+        that when the cluster answers (jobs.clusters.survey), since a model must save offline.
         """
         problems = check_slurm_fields(
             partition=self.partition, qos=self.qos, time_limit=self.time_limit, mem=self.mem,

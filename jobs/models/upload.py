@@ -2,7 +2,7 @@
 Start uses it, the user removes it, or it expires.
 
 A file arrives in pieces, each written where the last stopped (`offset`); a closed tab or a lost
-connection loses at most the piece in flight. Once complete it is checked at once (jobs.upload_checks):
+connection loses at most the piece in flight. Once complete it is checked at once (jobs.uploads.on_complete):
 `ready` with what was found (faces, a video's frames), or `refused` with a plain reason. Start moves
 a ready file into its job and deletes the row.
 """

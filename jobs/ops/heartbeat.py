@@ -14,9 +14,9 @@ KEY = "ffportal:watcher:last-cycle"
 
 
 def _redis():
-    from jobs import tasks
+    from jobs.background import enqueue
 
-    return tasks.queue().connection
+    return enqueue.queue().connection
 
 
 def record_cycle(slugs: list[str], now: float | None = None) -> None:

@@ -28,7 +28,7 @@ Estimate (`estimate_gpu_hours`), from the template (or a job's snapshot of it):
 A video counts as one image plus its frames (duration x frame rate), each frame as one image; the
 work is spread evenly over the tasks (`estimate_gpu_hours(template, targets, frames)`).
 
-Folder targets are counted on the cluster, by `jobs.submit` after Start: at Start a folder job is
+Folder targets are counted on the cluster, by `jobs.job.submit` after Start: at Start a folder job is
 estimated as ONE task (`chunk_size` images). Once listed, its real target count is checked
 against the targets-per-job limit there (the job fails with a plain message), and its estimate
 (which `gpu_budgets` recomputes from `Job.total`) grows to the real size, so it weighs on the

@@ -92,7 +92,7 @@ def check_job_size(profile, n_targets: int, field: str = "targets") -> None:
 
 
 def check_folder_targets(user, n_targets: int, profile=None) -> None:
-    """After a folder was listed (jobs.submit): raise StartError when it holds more targets than its
+    """After a folder was listed (jobs.job.submit): raise StartError when it holds more targets than its
     cluster takes in one job, or QuotaExceeded when more than the user's targets-per-job limit
     allows. No lock needed: these limits count one job only."""
     if profile is not None:

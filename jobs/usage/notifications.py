@@ -2,7 +2,7 @@
 emails of an email address change (the link to the new address, the notice to the old one).
 
 Flow: `jobs.watcher.poll.finish_job` decides a job's final state, charges its usage in the same
-transaction, and on commit calls `jobs.tasks.enqueue_after_finish(job)`, which puts two RQ tasks on the
+transaction, and on commit calls `jobs.background.enqueue.enqueue_after_finish(job)`, which puts two RQ tasks on the
 "default" queue: `notify_job_finished(job_id)` and `notify_quota(user_id)`. Email is sent there,
 on the RQ worker, never in a request or in the watcher's loop.
 

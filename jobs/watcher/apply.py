@@ -1,6 +1,6 @@
 """Applying the watcher's decisions (jobs.watcher.decide) to the database, and ending an attempt.
 
-Each change is a conditional or keyed UPDATE; job state moves go through `jobs.lifecycle`. Live
+Each change is a conditional or keyed UPDATE; job state moves go through `jobs.job.lifecycle`. Live
 events are collected on the cycle's `Publisher` and sent by the caller once everything committed.
 """
 from __future__ import annotations
@@ -16,11 +16,15 @@ from django.utils.translation import gettext as _
 
 from cluster import time_limit_seconds
 
-from jobs import lifecycle, safety, tasks
+from jobs.job import lifecycle
+
+from jobs import content_safety
+
+from jobs.background import enqueue
 from jobs.live.protocol import Publisher
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
-from jobs.attempts import retry_note
-from jobs.retry import auto_retry
+from jobs.job.attempts import retry_note
+from jobs.job.retry import auto_retry
 from jobs.usage.accounting import charge_job
 from jobs.watcher.decide import (
     ClearError, Decision, EndAttempt, ExpectedStart, FetchOutputs, FetchPosters, HeldBack, JobMove, JobRow, TargetChange,
@@ -106,10 +110,10 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
             pub.output(job, target)
             targets_changed = shown = True
         elif isinstance(change, HeldBack):
-            safety.audit_held_back(job, change.index, change.labels)
+            content_safety.audit_held_back(job, change.index, change.labels)
         elif isinstance(change, FetchOutputs):
             Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
-            tasks.enqueue_output_fetch(job, list(change.indexes))
+            enqueue.enqueue_output_fetch(job, list(change.indexes))
         elif isinstance(change, FetchPosters):
             Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
             enqueue_poster_fetch(job, list(change.indexes))
@@ -142,9 +146,9 @@ def enqueue_poster_fetch(job: Job, indexes: list[int]) -> None:
     """Fetch running videos' posters on the RQ worker (jobs.watcher.outputs.fetch_posters), never
     in the watcher's poll; one RQ job per job and batch, like the outputs' fetch."""
     rq_id = f"poster-{job.id}-{min(indexes)}-{max(indexes)}-{len(indexes)}"
-    tasks.queue().enqueue("jobs.watcher.outputs.fetch_posters", str(job.id), sorted(indexes), job_id=rq_id,
-                          retry=tasks.FETCH_RETRY, job_timeout=tasks.FETCH_OUTPUTS_TIMEOUT, result_ttl=60,
-                          failure_ttl=tasks.FAILURE_TTL)
+    enqueue.queue().enqueue("jobs.watcher.outputs.fetch_posters", str(job.id), sorted(indexes), job_id=rq_id,
+                          retry=enqueue.FETCH_RETRY, job_timeout=enqueue.FETCH_OUTPUTS_TIMEOUT, result_ttl=60,
+                          failure_ttl=enqueue.FAILURE_TTL)
 
 
 def end_attempt(job: Job, task_rows: list[Task], pub: Publisher | None = None) -> bool:
@@ -187,7 +191,7 @@ def finish_job(job: Job, task_rows: list[Task], pub: Publisher | None = None) ->
             # Charged in the same transaction as the final state: a crash cannot leave an ended job
             # uncharged. `move` is conditional, so a job seen ending twice is charged once.
             _charge(job)
-            transaction.on_commit(lambda: tasks.enqueue_after_finish(job))  # email: RQ, after commit
+            transaction.on_commit(lambda: enqueue.enqueue_after_finish(job))  # email: RQ, after commit
         return moved
 
 

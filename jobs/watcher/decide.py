@@ -1,6 +1,6 @@
 """The watcher's rules, as ONE pure function: what changes, given what the portal knows and what
 the cluster said. No database, no SSH, no clock (the time is an argument): tested like a table
-over captured Slurm 22.05 output (tests/portal/test_watcher_decide.py).
+over captured Slurm 22.05 output (tests/jobs/test_watcher_decide.py).
 
     decide(job, slurm, records, log_tails, now) -> Decision
 
@@ -32,7 +32,7 @@ The rules:
 - A requeued task whose node is down or not answering (sinfo, same round trip) lost its computer:
   "a cluster computer failed; the work continues on another" (Slurm reruns it on a node that
   works, skipping what it finished). A task that ended NODE_FAIL (a cluster that does not requeue)
-  is retried by the portal (`jobs.retry`).
+  is retried by the portal (`jobs.job.retry`).
 - A job none of whose tasks runs carries Slurm's own estimate of its start (the earliest of its
   waiting tasks' squeue StartTime), `ExpectedStart`; None once a task runs or Slurm has none.
 - Only the tasks of the current attempt follow its Slurm job: a retry reruns some indexes, and a
@@ -52,9 +52,9 @@ from django.utils.translation import gettext  # the job's language: the caller a
 from cluster import SlurmTask
 from cluster import states as slurm_states
 from worker.progress import TaskProgress
-from worker.safety import HELD_BACK
+from worker.content_safety import HELD_BACK
 
-from jobs.target_words import target_message
+from jobs.results.target_words import target_message
 from jobs.watcher.rows import (  # noqa: F401 (the rules' vocabulary, imported from here by their callers)
     FAILED, FETCH_AGAIN_AFTER, KILL_LINE_WAIT, LOST_AFTER, OK_STATUSES, OUT_OF_MEMORY, PENDING, REQUEUE_WAIT,
     RUNNING, ClearError, Decision, EndAttempt, ExpectedStart, FetchOutputs, FetchPosters, HeldBack, JobMove,

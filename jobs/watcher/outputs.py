@@ -1,7 +1,7 @@
 """Outputs: fetched from the cluster into the job's media folder, with a thumbnail for the job page.
 
 The watcher only decides which outputs are missing (jobs.watcher.decide) and enqueues
-`fetch_outputs` for them (jobs.tasks); the transfer runs on the RQ worker.
+`fetch_outputs` for them (jobs.background.enqueue); the transfer runs on the RQ worker.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import cluster
 from worker.layout import JobFolder
 from worker.manifest import VIDEO_EXTENSIONS
 
-from jobs.decoding import max_pixels
+from jobs.uploads.decoding import max_pixels
 from jobs.live.protocol import Publisher
 from jobs.models import Job, Target
 from jobs.models.job import OK_TARGET_STATUSES, is_video_name
@@ -64,7 +64,7 @@ def make_video_poster(src_path: str, dst_path: str) -> bool:
     second in (the New job page's upload check makes the input's the same way), as a JPEG at most
     320 pixels wide. True when written; like `make_thumbnail`, never raises (no poster only means
     the page shows a placeholder)."""
-    from jobs.upload_checks import save_poster  # the one ffmpeg command for a video's poster
+    from jobs.uploads.on_complete import save_poster  # the one ffmpeg command for a video's poster
     from worker.video import probe_video
 
     dst = Path(dst_path)

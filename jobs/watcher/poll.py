@@ -31,7 +31,7 @@ from cluster.progress import log_tail_argv, parse_progress_dump, progress_argv
 from worker.progress import TaskProgress
 
 from jobs.live.protocol import Publisher
-from jobs.model_sets import record_models_used
+from jobs.job.model_sets import record_models_used
 from jobs.models import ClusterProfile, Job, JobAttempt, JobStatus
 from jobs.words import in_language_of
 from jobs.watcher.apply import apply, job_row, target_rows

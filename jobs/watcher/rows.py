@@ -140,7 +140,7 @@ class FetchPosters:
 
 @dataclasses.dataclass(frozen=True)
 class JobMove:
-    """A lifecycle move (`jobs.lifecycle.TRANSITIONS`) with the fields it writes."""
+    """A lifecycle move (`jobs.job.lifecycle.TRANSITIONS`) with the fields it writes."""
 
     name: str
     fields: dict = dataclasses.field(default_factory=dict)

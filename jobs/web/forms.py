@@ -1,5 +1,5 @@
 """The New job form. It only collects the user's choices: every rule about them lives in
-`jobs.start.start_job`, shared with the API, whose `StartError.field` names one of these fields."""
+`jobs.job.start.start_job`, shared with the API, whose `StartError.field` names one of these fields."""
 from __future__ import annotations
 
 import uuid
@@ -32,7 +32,7 @@ class MultipleFileField(forms.FileField):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("widget", MultipleFileInput())
         kwargs.setdefault("required", False)
-        # Empty files reach jobs.uploads.check_upload, whose message names the file
+        # Empty files reach jobs.uploads.content.check_upload, whose message names the file
         # (Django's own "The submitted file is empty." does not say which one).
         kwargs.setdefault("allow_empty_file", True)
         super().__init__(*args, **kwargs)

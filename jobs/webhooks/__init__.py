@@ -1,7 +1,7 @@
 """Webhooks: signed HTTP calls to a job's or booking's `callback_url`.
 
     from jobs import webhooks
-    webhooks.job_finished(job)                   # the job-finish path (jobs.tasks.enqueue_after_finish)
+    webhooks.job_finished(job)                   # the job-finish path (jobs.background.enqueue.enqueue_after_finish)
     webhooks.booking_event(booking, "confirmed")  # + the owner's email, per their preferences
     webhooks.check_callback_url(url)             # a problem in plain words, or None (API, booking forms)
 

@@ -1,7 +1,7 @@
 """Sending a webhook delivery: claim one attempt, sign, call, record, schedule the next try.
 
     record(...)            the delivery row, once per event (its key); never raises
-    send(delivery_id)      the RQ task: one attempt (jobs.tasks.enqueue_webhook puts it on the queue)
+    send(delivery_id)      the RQ task: one attempt (jobs.background.enqueue.enqueue_webhook puts it on the queue)
     send_again(delivery)   the owner's "Send again" of a failed delivery
     send_due(now)          re-queues attempts whose time passed but whose RQ job was lost (Redis down)
 
@@ -27,7 +27,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from jobs import tasks
+from jobs.background import enqueue
 from jobs.models import DeliveryState, WebhookDelivery, WebhookSecret
 from jobs.models.preferences import LanguagePreference
 import jobs.webhooks.guard as guard
@@ -62,7 +62,7 @@ def record(*, key: str, user, url: str, event: str, payload: dict, job=None, boo
                                                       job=job, booking=booking, next_attempt_at=timezone.now())
     except IntegrityError:
         return None
-    transaction.on_commit(lambda: tasks.enqueue_webhook(str(delivery.id)))
+    transaction.on_commit(lambda: enqueue.enqueue_webhook(str(delivery.id)))
     return delivery
 
 
@@ -99,7 +99,7 @@ def send(delivery_id: str, now: datetime | None = None) -> str:
     WebhookDelivery.objects.filter(pk=delivery.pk, attempts=attempt).update(**fields)
     log.info("webhook %s (%s) attempt %s: %s %s", delivery.pk, delivery.event, attempt, status, error)
     if next_at is not None:
-        tasks.enqueue_webhook(str(delivery.pk), at=next_at)
+        enqueue.enqueue_webhook(str(delivery.pk), at=next_at)
     return status
 
 
@@ -154,7 +154,7 @@ def send_again(delivery: WebhookDelivery) -> bool:
         pk=delivery.pk, state__in=(DeliveryState.FAILED, DeliveryState.GIVEN_UP),
     ).update(state=DeliveryState.PENDING, next_attempt_at=timezone.now())
     if moved:
-        transaction.on_commit(lambda: tasks.enqueue_webhook(str(delivery.pk)))
+        transaction.on_commit(lambda: enqueue.enqueue_webhook(str(delivery.pk)))
     return bool(moved)
 
 
@@ -165,5 +165,5 @@ def send_due(now: datetime | None = None, grace: int = 60) -> int:
                                               next_attempt_at__lte=now - timedelta(seconds=grace))
                .values_list("pk", flat=True)[:500])
     for pk in ids:
-        tasks.enqueue_webhook(str(pk))
+        enqueue.enqueue_webhook(str(pk))
     return len(ids)

@@ -19,7 +19,7 @@ from django.utils.dateformat import format as format_date
 from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
 
-from jobs import tasks
+from jobs.background import enqueue
 from jobs.models import Booking, Job, JobStatus, NoticeKind, NotificationPreference, WebhookDelivery
 from jobs.usage.notifications import SUBJECT_TAG, _claim, _send, _skip, absolute_url
 import jobs.webhooks.deliver as deliver
@@ -83,7 +83,7 @@ def job_finished(job: Job) -> WebhookDelivery | None:
 
 
 def job_finished_by_id(job_id: str) -> str:
-    """RQ task (jobs.tasks.enqueue_after_finish): record the job's callback, whose first attempt is
+    """RQ task (jobs.background.enqueue.enqueue_after_finish): record the job's callback, whose first attempt is
     queued at once. Returns the delivery's id ("" when none)."""
     job = Job.objects.select_related("owner").filter(pk=job_id).first()
     delivery = job_finished(job) if job is not None else None
@@ -103,7 +103,7 @@ def booking_event(booking: Booking, event: str) -> WebhookDelivery | None:
                                       payload=booking_payload(booking, event), booking=booking)
         if event in EMAILED_BOOKING_EVENTS:
             booking_id = str(booking.id)
-            transaction.on_commit(lambda: tasks.enqueue_booking_email(booking_id, event))
+            transaction.on_commit(lambda: enqueue.enqueue_booking_email(booking_id, event))
     except Exception:  # noqa: BLE001 - telling the owner never fails the booking's change
         log.exception("booking %s: %s not recorded for webhook/email", booking.id, event)
     return delivery

@@ -180,7 +180,7 @@ elapsed() {
   awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
 }
 
-# The QOS levels the portal submits with (jobs.priority maps templates and groups to them):
+# The QOS levels the portal submits with (jobs.job.priority maps templates and groups to them):
 # NAME|PRIORITY|QOS IT PREEMPTS, as `sacctmgr -P show qos format=name,priority,preempt` prints them.
 FFP_QOS_LEVELS=("normal|0|" "high|100|normal" "urgent|1000|high,normal")
 FFP_QOS_NAMES=normal,high,urgent

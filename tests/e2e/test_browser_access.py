@@ -230,7 +230,7 @@ def test_skip_link_first_and_focus_always_visible(pages, web_server, monkeypatch
 
 def test_screenshots_of_login_account_usage_and_jobs(pages, web_server, monkeypatch):
     """Desktop and phone, English and Chinese (Chromium here has no CJK fonts: the Chinese words are
-    checked in the HTML by tests/portal/test_translations.py, the layout here)."""
+    checked in the HTML by tests/jobs/test_translations.py, the layout here)."""
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shots = {"login": "/login/", "account": pages["paths"]["account"], "usage": pages["paths"]["usage"],

@@ -163,7 +163,7 @@ def test_job_started_goes_when_the_job_fails_and_cells_and_dates_match_the_serve
 
 def test_replace_file_then_retry_and_screenshots(demo, web_server, monkeypatch, tmp_path):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    monkeypatch.setattr("jobs.tasks.enqueue_submission", lambda job: None)  # the page is what is looked at here
+    monkeypatch.setattr("jobs.background.enqueue.enqueue_submission", lambda job: None)  # the page is what is looked at here
     owner, cookie = demo
     job = partly_failed(owner)
     cancelled = make_job(owner, JobStatus.CANCELLED, "Holiday videos", total=2, done=1, finished_at=timezone.now(),

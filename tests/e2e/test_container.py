@@ -87,7 +87,7 @@ def test_an_image_gone_after_submission_fails_its_tasks_in_plain_words(api, site
     # The image is there when the portal checks it, and an admin removes it right after, before any
     # task could start (the moment is made exact by removing it as the check returns): each task's
     # container cannot start, and the page says so in words rather than "exit code 255".
-    from jobs import container
+    from jobs.job import container
 
     image = os.path.join(IMAGES, f"soon-gone-{uuid.uuid4().hex[:8]}.sif")
     os.link(site.container, image)  # the same file under another name: no copy of 500 MB

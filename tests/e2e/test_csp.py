@@ -1,7 +1,7 @@
 """The Content-Security-Policy as a browser applies it: every page of the portal and of its admin,
 served by the real web server with the real policy header, runs in Debian's Chromium without one
 policy violation (no inline script, no script or socket from elsewhere), and the live job page
-still goes live. The header itself is checked on every page in tests/portal/test_csp.py."""
+still goes live. The header itself is checked on every page in tests/jobs/test_csp.py."""
 from __future__ import annotations
 
 from django.conf import settings

@@ -12,7 +12,7 @@ from PIL import Image
 import pytest
 
 from jobs.models import Job, JobStatus, TargetStatus
-from jobs.results import download_name
+from jobs.results.files import download_name
 from tests.e2e import sites
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.shots import SHOTS
@@ -221,7 +221,7 @@ def test_it_cancels_a_running_job_that_cannot_finish_first(api, site, folder, re
 
 
 def test_a_retried_submission_does_not_submit_twice(api, local, folder, redis_queue):
-    from jobs.submit import submit_job
+    from jobs.job.submit import submit_job
 
     fill(folder, {"a.jpg": SAMPLES / "t1.jpg"})
     job = start(api, folder)

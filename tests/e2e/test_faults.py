@@ -47,7 +47,7 @@ def slurm_ids(job: Job) -> set[str]:
 
 
 def rq_status(queue, job: Job):
-    from jobs.recovery import rq_job_id, rq_status as status
+    from jobs.background.recovery import rq_job_id, rq_status as status
     return status(queue.connection, rq_job_id(job))
 
 
@@ -110,7 +110,7 @@ def test_sshd_down_during_start_waits_visibly_then_submits_once(api, local, fold
 
 
 def test_redis_restart_that_lost_the_queue_is_recovered_by_requeue_orphans(api, local, folder, redis_queue):
-    from jobs.recovery import requeue_orphans
+    from jobs.background.recovery import requeue_orphans
 
     fill(folder, {"a.jpg": SAMPLES / "t1.jpg"})
     job = start(api, folder)

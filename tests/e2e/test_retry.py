@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from PIL import Image
 
-from jobs.attempts import history
+from jobs.job.attempts import history
 from jobs.models import Job, JobStatus, Template, TargetStatus
 from tests.e2e import sites
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until

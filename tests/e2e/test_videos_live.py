@@ -2,7 +2,7 @@
 left" on the job page (then moved on by a live event), a finished video's poster where a photo
 shows its thumbnail, "1 person" rather than detections x frames; and the New job page's template
 cards and estimate for a minute of video. The portal's own web server and Redis are real; the
-job's rows are written here as the watcher would leave them (tests/portal/test_watcher_video.py
+job's rows are written here as the watcher would leave them (tests/jobs/test_watcher_video.py
 follows the same rows from a worker's record).
 Screenshots: <screenshots>/videos-*.png (desktop 1280 wide, phone 390 wide).
 """

@@ -1,4 +1,4 @@
-"""The content check (worker.safety) with the REAL NudeNet model on real photos.
+"""The content check (worker.content_safety) with the REAL NudeNet model on real photos.
 
 No indecent image is needed to see a refusal: the model also finds faces (FACE_FEMALE on the
 astronaut), so a spec that refuses that label refuses the photo exactly as it would refuse nudity.
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import worker.runner as runner
-import worker.safety as safety
+import worker.content_safety as safety
 from worker.errors import ManifestError, ModelError
 from worker.manifest import EngineOptions, Manifest, Target
 from worker.progress import read_progress_dir
 from worker.runner import EXIT_TARGETS_FAILED, TaskConfig, run_task
-from worker.safety import DEFAULT_REFUSE, HELD_BACK, SafetySpec, Verdict, check_output, load_checker
+from worker.content_safety import DEFAULT_REFUSE, HELD_BACK, SafetySpec, Verdict, check_output, load_checker
 
 from . import photos
 

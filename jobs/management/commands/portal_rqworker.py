@@ -2,18 +2,18 @@
 
 django-rq's `rqworker` with the portal's choices fixed, so no command line can leave one out: the
 portal's queue, the scheduler (it runs submissions' retries), JSON jobs (settings.RQ_SERIALIZER,
-never pickles) and `jobs.rqworker.PortalWorker`, which runs jobs in this process so that the SSH
+never pickles) and `jobs.background.rq_worker.PortalWorker`, which runs jobs in this process so that the SSH
 connection stays open from one Start to the next. Every other option of `rqworker` (--burst,
 --name, ...) passes through.
 """
 from django.conf import settings
 from django_rq.management.commands.rqworker import Command as RQWorkerCommand
 
-from jobs.rqworker import QUEUES, PortalWorker
+from jobs.background.rq_worker import QUEUES, PortalWorker
 
 
 class Command(RQWorkerCommand):
-    help = "The portal's RQ worker: submissions, cancels, output fetches and emails (see jobs/rqworker.py)."
+    help = "The portal's RQ worker: submissions, cancels, output fetches and emails (see jobs/background/rq_worker.py)."
 
     def handle(self, *args, **options):
         options.update(worker_class=PortalWorker, with_scheduler=True, serializer=settings.RQ_SERIALIZER)

@@ -12,12 +12,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from jobs import bookings, upload_store, webhooks
+from jobs import bookings, webhooks
+
+from jobs.uploads import store as upload_store
 from jobs.checks import refuse_insecure_start
 from jobs.models import ClusterProfile
 from jobs.ops import heartbeat
 from jobs.ops import metrics as ops_metrics
-from jobs.recovery import requeue_orphans
+from jobs.background.recovery import requeue_orphans
 from jobs.watcher.poll import poll_profile
 
 log = logging.getLogger("jobs.watcher.poll")
@@ -45,7 +47,7 @@ class Command(BaseCommand):
         next_try: dict[int, float] = {}
         cycle = 0
         while not stop["now"]:
-            # Every 10th cycle: submissions and webhook calls Redis lost are enqueued again (jobs/recovery.py,
+            # Every 10th cycle: submissions and webhook calls Redis lost are enqueued again (jobs/background/recovery.py,
             # jobs.webhooks), unused uploads expire.
             if cycle % 10 == 0:
                 requeue_orphans()
@@ -100,9 +102,9 @@ def _lost_webhooks() -> None:
 
 
 def _retention_beat() -> None:
-    """Retention notices and deletions due (jobs.retention.beat); a failure is logged, never stops the loop."""
+    """Retention notices and deletions due (jobs.results.retention.beat); a failure is logged, never stops the loop."""
     try:
-        from jobs import retention
+        from jobs.results import retention
 
         retention.beat(timezone.now())
     except Exception:  # noqa: BLE001 - the loop that follows the jobs never stops for this

@@ -5,8 +5,8 @@ from django import template
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs.booking_use import outlast_warning
-from jobs.expected import seconds_per_photo, when_words, work_seconds
+from jobs.bookings.use import outlast_warning
+from jobs.job.expected import seconds_per_photo, when_words, work_seconds
 
 register = template.Library()
 

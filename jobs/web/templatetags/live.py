@@ -17,7 +17,7 @@ from worker.manifest import VIDEO_EXTENSIONS
 from jobs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.live.view import TARGET_FILTERS, TASK_GROUP_LABELS, TASK_GROUP_OF_CLASS, TASK_GROUP_ORDER
 from jobs.models.job import FINAL_STATUSES, JobStatus, TargetStatus
-from jobs.retry import RETRYABLE_JOB_STATUSES
+from jobs.job.retry import RETRYABLE_JOB_STATUSES
 from jobs.web.templatetags.portal import FAILED_JOB_STATUSES, TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES
 
 register = template.Library()
@@ -49,7 +49,7 @@ def live_failed_statuses() -> str:
 
 @register.simple_tag
 def live_retry_statuses() -> str:
-    """The job statuses a user may retry from (jobs.retry), space-separated: the script offers Retry
+    """The job statuses a user may retry from (jobs.job.retry), space-separated: the script offers Retry
     when a job ends in one of them with something not done."""
     return " ".join(str(s) for s in RETRYABLE_JOB_STATUSES)
 

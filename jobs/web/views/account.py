@@ -28,7 +28,9 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.i18n import set_language as django_set_language
 
-from jobs import audit, tasks
+from jobs import audit
+
+from jobs.background import enqueue
 from jobs.models import NotificationPreference, WebhookSecret
 from jobs.models.preferences import LanguagePreference
 from jobs.usage import notifications
@@ -150,9 +152,9 @@ def _enqueue_email(task: str, user_id: int, address: str) -> None:
     """Queue `jobs.usage.notifications.<task>(user_id, address, language)` once the request commits:
     email goes out from the RQ worker, never from a request, in the language of this page."""
     language = translation.get_language()
-    transaction.on_commit(lambda: tasks.queue().enqueue(
+    transaction.on_commit(lambda: enqueue.queue().enqueue(
         f"jobs.usage.notifications.{task}", user_id, address, language,
-        job_timeout=tasks.NOTIFY_TIMEOUT, result_ttl=tasks.RESULT_TTL, failure_ttl=tasks.FAILURE_TTL))
+        job_timeout=enqueue.NOTIFY_TIMEOUT, result_ttl=enqueue.RESULT_TTL, failure_ttl=enqueue.FAILURE_TTL))
 
 
 #: links to a new address one account may have sent per hour (the portal must not be a way to flood an inbox)

@@ -1,5 +1,5 @@
 """Delete job and files: the owner removes a job's photos, videos and results from the portal and the
-cluster at once (jobs.retention). The job stays in the list as a tombstone, marked "files deleted"."""
+cluster at once (jobs.results.retention). The job stays in the list as a tombstone, marked "files deleted"."""
 from __future__ import annotations
 
 from uuid import UUID
@@ -11,7 +11,7 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from jobs.retention import delete_job_files
+from jobs.results.retention import delete_job_files
 from jobs.web.views import get_job_for_user
 
 

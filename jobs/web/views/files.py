@@ -1,9 +1,9 @@
 """A job's files: outputs, thumbnails, uploaded inputs (for before/after) and the results zip.
 
 Never served as static media: each request looks the job up for the user first, and each path
-is checked to lie under MEDIA_ROOT (jobs.results) before it is opened.
+is checked to lie under MEDIA_ROOT (jobs.results.files) before it is opened.
 
-An output is offered as "<original>-swapped.<ext>" (jobs.results.download_name), in the zip too.
+An output is offered as "<original>-swapped.<ext>" (jobs.results.files.download_name), in the zip too.
 Files answer byte ranges, so a video can be sought without downloading all of it first.
 
 Downloads go to the audit log ("job.download"): the zip, and an output or input asked for as a
@@ -20,9 +20,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
-from jobs.results import (download_name, input_path, output_path, record_download, serve_file, stream_results_zip,
+from jobs.results.files import (download_name, input_path, output_path, record_download, serve_file, stream_results_zip,
                           thumbnail_path)
-from jobs.retention import files_gone
+from jobs.results.retention import files_gone
 from jobs.web.views import get_job_for_user, get_target_for_user
 
 

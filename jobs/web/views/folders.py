@@ -9,9 +9,9 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_safe
 
-from jobs import browse as browsing  # the module, so tests can swap browsing.browse
+from jobs.clusters import browse as browsing  # the module, so tests can swap browsing.browse
 from jobs.errors import BrowseError
-from jobs.folder_check import count_folder
+from jobs.clusters.folder_check import count_folder
 
 #: files listed under a folder's sub-folders; the rest are counted (a shoot can hold thousands)
 FILES_SHOWN = 200

@@ -18,12 +18,14 @@ from django.views.decorators.http import require_http_methods
 
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
-from jobs import bookings, upload_store
-from jobs.booking_use import job_outlasts_booking
+from jobs import bookings
+
+from jobs.uploads import store as upload_store
+from jobs.bookings.use import job_outlasts_booking
 from jobs.errors import StartError
 from jobs.models import Job, Upload, UploadKind
 from jobs.quotas import quota_status
-from jobs.start import start_job
+from jobs.job.start import start_job
 from jobs.web.forms import NewJobForm
 from jobs.web.views.uploads import describe
 

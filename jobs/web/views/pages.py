@@ -18,11 +18,11 @@ from django.views.decorators.http import require_POST, require_safe
 from worker.manifest import VIDEO_EXTENSIONS
 
 from jobs.errors import UploadRejected
-from jobs.lifecycle import request_cancel
+from jobs.job.lifecycle import request_cancel
 from jobs.live.view import View, page_of_job
 from jobs.models import Job
 from jobs.models.job import OK_TARGET_STATUSES
-from jobs.retry import RETRYABLE_JOB_STATUSES, REPLACEABLE, has_retryable_targets, replace_file, retry_failed, \
+from jobs.job.retry import RETRYABLE_JOB_STATUSES, REPLACEABLE, has_retryable_targets, replace_file, retry_failed, \
     retry_refusal
 from jobs.web.views import get_job_for_user, get_target_for_user
 from jobs.web.views.sources import job_sources
@@ -88,7 +88,7 @@ def job_cancel(request: HttpRequest, job_id: UUID) -> HttpResponse:
 @require_POST
 @login_required
 def job_retry(request: HttpRequest, job_id: UUID) -> HttpResponse:
-    """Retry what did not finish: a new attempt over just the chunks holding it (jobs.retry)."""
+    """Retry what did not finish: a new attempt over just the chunks holding it (jobs.job.retry)."""
     job = get_job_for_user(request.user, job_id)
     if retry_failed(job, actor=request.user, request=request):
         messages.success(request, _("Retrying the photos and videos that did not finish. This page follows the new "
@@ -101,7 +101,7 @@ def job_retry(request: HttpRequest, job_id: UUID) -> HttpResponse:
 @require_POST
 @login_required
 def target_replace(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
-    """Replace file: the new file of a failed or cancelled target, read by the next Retry (jobs.retry)."""
+    """Replace file: the new file of a failed or cancelled target, read by the next Retry (jobs.job.retry)."""
     target = get_target_for_user(request.user, job_id, index)
     if "file" not in request.FILES:
         messages.error(request, _("Choose the file to use instead."))

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_safe
 from worker.manifest import VIDEO_EXTENSIONS
 
 from jobs.models import Job, Target
-from jobs.results import download_name, input_path, output_path
+from jobs.results.files import download_name, input_path, output_path
 from jobs.web.views import get_target_for_user
 
 
@@ -55,8 +55,8 @@ def neighbours(target: Target) -> dict:
     """The targets before and after `target` in the job's order, and where it stands ("3 of 120").
 
     One query each way on the (job, index) unique index, whatever the job's size: a job of 100,000
-    targets never loads them. Indexes are the manifest's positions, 0 to total - 1 (jobs.start,
-    jobs.submit), so the position is the index + 1; the next/previous query still skips no target
+    targets never loads them. Indexes are the manifest's positions, 0 to total - 1 (jobs.job.start,
+    jobs.job.submit), so the position is the index + 1; the next/previous query still skips no target
     and steps over any gap.
     """
     siblings = Target.objects.filter(job_id=target.job_id).values_list("index", flat=True)

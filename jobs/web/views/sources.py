@@ -1,7 +1,7 @@
 """The face photos a job used (its Source files), shown small on the job's page.
 
 Looked up through the job's owner like every file of a job (`get_job_for_user`: someone else's
-job answers 404), and served by `jobs.results.serve_file`, which checks the path lies under
+job answers 404), and served by `jobs.results.files.serve_file`, which checks the path lies under
 MEDIA_ROOT and shows only photo types.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
 from jobs.models import Job, Source
-from jobs.results import media_file, serve_file
+from jobs.results.files import media_file, serve_file
 from jobs.web.views import get_job_for_user
 
 

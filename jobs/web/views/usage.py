@@ -17,7 +17,7 @@ from django.views.decorators.http import require_safe
 from jobs.usage.accounting import MonthUsage, usage_by
 from jobs.models import UsageRecord
 from jobs.quotas import quota_status
-from jobs.results import OnePieceAtATime
+from jobs.results.files import OnePieceAtATime
 
 #: months shown on the user's chart
 CHART_MONTHS = 12

@@ -112,7 +112,7 @@ export class JobPage {
       err.textContent = job.error || "";
       err.className = "notice " + (this.data.isFailed(job.status) ? "notice-bad" : "notice-info");
     }
-    const when = document.getElementById("job-when");  // "expected to start around …" (jobs/expected.py)
+    const when = document.getElementById("job-when");  // "expected to start around …" (jobs/job/expected.py)
     if (when) {
       when.hidden = !job.when;
       when.textContent = job.when || "";

@@ -45,7 +45,7 @@ export function serverData(root) {
     }),
     /** A job status after which nothing changes any more. */
     isFinal: (status) => finalStatuses.includes(status),
-    /** A job status a user may retry from (jobs.retry), when something is not done. */
+    /** A job status a user may retry from (jobs.job.retry), when something is not done. */
     canRetry: (status) => retryStatuses.includes(status),
     /** A job status whose error is bad news (a red notice) rather than information. */
     isFailed: (status) => failedStatuses.includes(status),

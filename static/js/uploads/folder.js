@@ -1,6 +1,6 @@
 // The target folder, checked as it is typed (after a pause) or picked with Browse: "12 photos and
 // 2 videos found", or why it cannot be used (missing, empty, not allowed), next to the field, before
-// Start. The server's answer (jobs/folder_check.py) is shown as it comes.
+// Start. The server's answer (jobs/clusters/folder_check.py) is shown as it comes.
 
 import { t } from "./words.js";
 

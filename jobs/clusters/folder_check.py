@@ -1,0 +1,76 @@
+"""What a target folder holds, asked of the cluster before Start: "12 photos and 2 videos", or why
+it cannot be used (missing, not a folder, not readable, empty, outside the allowed folders).
+
+Asked by the New job page as a folder is typed or picked (jobs/web/views/folders.py) and by Start
+itself, so an empty or mistyped folder is refused next to its field instead of becoming a job that
+fails. When the cluster cannot be reached the answer is "unknown", never a refusal: that is not the
+user's mistake, and the job waits to be submitted as before (jobs.job.submit counts the folder again).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+import cluster
+from cluster import ClusterError, PathNotAllowed, RemoteFileError, list_folder_in_roots
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
+
+log = logging.getLogger(__name__)
+
+#: seconds a folder check may take; past that the answer is "unknown" and Start goes ahead
+CHECK_TIMEOUT_S = 15
+
+
+@dataclass(frozen=True)
+class FolderCount:
+    path: str
+    images: int = 0
+    videos: int = 0
+    problem: str = ""  # why the folder cannot be used; empty: it can (or: unknown, see `reachable`)
+    reachable: bool = True  # False: the cluster did not answer; nothing is known
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+    def summary(self) -> str:
+        """What the user reads next to the field."""
+        if self.problem:
+            return self.problem
+        if not self.reachable:
+            return _("The cluster is not answering right now, so the folder could not be checked; "
+                     "you can still start, and the job waits for the cluster.")
+        photos = ngettext("%(n)s photo", "%(n)s photos", self.images) % {"n": self.images}
+        videos = ngettext("%(n)s video", "%(n)s videos", self.videos) % {"n": self.videos}
+        if self.images and self.videos:
+            return _("%(photos)s and %(videos)s found.") % {"photos": photos, "videos": videos}
+        return _("%(what)s found.") % {"what": photos if self.images else videos}
+
+
+def count_folder(profile, path: str) -> FolderCount:
+    """Count the photos and videos directly in `path` (as jobs.job.submit will: the same listing, the
+    same rules: hidden files and links leading outside are left out)."""
+    roots = list(profile.target_roots)
+    try:
+        runner = cluster.runner_for(profile)
+        listing = list_folder_in_roots(runner, path, roots, timeout=CHECK_TIMEOUT_S)
+    except PathNotAllowed:
+        return FolderCount(path, problem=_("That folder is outside the folders you may use. Pick one with the folder browser."))
+    except RemoteFileError as exc:
+        words = {2: _("There is no folder %(folder)s on the cluster. Check the spelling, or pick it with Browse."),
+                 20: _("%(folder)s is a file, not a folder. Pick the folder that holds it."),
+                 13: _("The cluster does not let the portal read %(folder)s. Ask an admin to give it read access.")}
+        return FolderCount(path, problem=words.get(exc.errno, words[2]) % {"folder": path})
+    except ClusterError as exc:
+        log.info("folder check of %s on %s: cluster not answering: %s", path, profile.slug, exc)
+        return FolderCount(path, reachable=False)
+    usable = [e for e in listing.entries if e.type == "file" and not e.name.startswith(".") and not e.refused]
+    images = sum(1 for e in usable if e.name.lower().endswith(IMAGE_EXTENSIONS))
+    videos = sum(1 for e in usable if e.name.lower().endswith(VIDEO_EXTENSIONS))
+    if not images and not videos:
+        return FolderCount(listing.path, problem=_("There are no photos or videos directly in %(folder)s (sub-folders "
+                                                   "are not searched). Pick the folder that holds them.") % {"folder": path})
+    return FolderCount(listing.path, images=images, videos=videos)

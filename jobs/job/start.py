@@ -1,0 +1,245 @@
+"""Start: turn a user's choices into a queued job, in one transaction, and enqueue its submission.
+
+Called by the "New job" page and by `POST /api/v1/jobs` alike. Nothing here talks to the cluster:
+an SSH outage during Start must never lose the job, so staging, folder listing and sbatch all
+happen in the RQ task (`jobs.job.submit.submit_job`), which is retried.
+
+The quota is checked in the same transaction that creates the job, before its row exists, after
+locking what the quota counts (`jobs.quotas.check_quota`): two simultaneous Starts can never both
+slip under a limit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils import translation
+from django.utils.translation import ngettext
+
+from cluster import PathNotAllowed, check_in_roots
+from worker.choices import FACE_SELECTORS
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
+
+from jobs import audit
+
+from jobs import content_safety
+
+from jobs.background import enqueue
+
+from jobs.uploads import store as upload_store
+from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
+from jobs.bookings.use import usable_booking
+from jobs.job.priority import qos_for
+from jobs.errors import StartError, UploadRejected
+from jobs.quotas import check_job_size, check_quota
+from jobs.clusters.folder_check import count_folder
+from jobs.uploads.on_complete import check_face
+from jobs.uploads.content import check_upload, safe_name, unique_name, without_hidden_characters
+
+log = logging.getLogger(__name__)
+
+MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
+
+
+def start_job(*, user, template: Template | None, sources: list[UploadedFile] | None = None, target_folder: str = "",
+              target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
+              callback_url: str = "", request=None, source_uploads=(), target_uploads=(),
+              face_selector: str | None = None, reference: UploadedFile | None = None, reference_uploads=(),
+              booking=None) -> Job:
+    """Create a queued job (and enqueue its submission on commit), or raise StartError listing every
+    problem found (a QuotaExceeded when only a quota refuses it). Files come sent with the request
+    (`sources`, `target_files`) or sent ahead (`source_uploads`, `target_uploads`: ids of the user's
+    jobs.models.Upload). Which faces are replaced: `face_selector` (None: the template's), and for
+    "reference" a photo of the person (`reference`, or one of `reference_uploads`).
+    `booking`: the id of one of the user's usable GPU bookings on the template's cluster, whose Slurm
+    reservation the job is submitted into (None or "": the open queue).
+    `request`, when given, only feeds the audit log."""
+    sources, target_files = sources or [], target_files or []
+    problems: list[tuple[str | None, str]] = []
+    if template is None or not Template.objects.usable_by(user).filter(pk=template.pk).exists():
+        problems.append(("template", _("Choose one of the templates offered to you.")))
+        template = None
+    if not consent:
+        problems.append(("consent", _("Confirm that you have the right to process the faces in these photos.")))
+    sent_sources = _sent(user, source_uploads, UploadKind.SOURCE, "source", problems)
+    sent_targets = _sent(user, target_uploads, UploadKind.TARGET, "targets", problems)
+    if not sources and not source_uploads:
+        problems.append(("source", _("Upload at least one photo of the face to put in.")))
+    has_files = bool(target_files or target_uploads)
+    if bool(target_folder) == has_files:
+        problems.append(("target_folder", _("Pick a target folder on the cluster or upload target files (one of the two).")))
+    for f in sources:
+        try:
+            check_upload(f, kind="image")
+            check_face(f)
+        except UploadRejected as exc:
+            problems.append(("source", _("Source %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
+    content_safety.screen_start_sources(user, sources, sent_sources, problems, request)  # when the content check is on
+    for f in target_files:
+        try:
+            check_upload(f, kind="media")
+        except UploadRejected as exc:
+            problems.append(("targets", _("Target %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
+    selector, sent_reference = _which_faces(user, template, face_selector, reference, reference_uploads, problems)
+    profile = template.cluster if template else None
+    if profile is not None:
+        try:  # a folder is counted after listing
+            check_job_size(profile, len(target_files) + len(sent_targets))
+        except StartError as exc:
+            problems.append((exc.field, exc.message))
+        if target_folder and not has_files:
+            target_folder = _checked_folder(profile, target_folder, problems)
+    chosen_booking = usable_booking(user, booking, profile, problems) if booking else None
+    if problems:
+        raise StartError.of(problems)
+
+    # The QOS is decided now and frozen with the template (jobs.job.priority).
+    snapshot = dataclasses.replace(template.snapshot(), face_selector=selector, qos=qos_for(user, template))
+    job = Job(owner=user, name=without_hidden_characters(name).strip()[:200], template=template,
+              template_snapshot=snapshot.to_json(),
+              cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url,
+              booking=chosen_booking,
+              language=translation.get_language() or "")  # what is written about it later is in it
+    # Folder targets are counted on the cluster after Start (jobs.job.submit re-checks the count).
+    n_targets = len(target_files) + len(sent_targets) if has_files else None
+    upload_sizes = ([(f.name, f.size, "source") for f in sources] + [(u.name, u.size, "source") for u in sent_sources]
+                    + [(f.name, f.size, "targets") for f in target_files] + [(u.name, u.size, "targets") for u in sent_targets])
+    claimed: list[upload_store.Claimed] = []
+    try:
+        with transaction.atomic():
+            # Locks the user's (and their groups') quota rows first: a second Start waits here.
+            check_quota(user, template, n_targets, upload_sizes,
+                        frames=sum(u.info.get("frames") or 0 for u in sent_targets if u.is_video))
+            job.save()
+            audit.record(user, "job.start", target=job, request=request, details={
+                "template": template.slug, "target_folder": target_folder,
+                "uploaded_targets": len(target_files) + len(sent_targets),
+                "sources": len(sources) + len(sent_sources), "consent_at": job.consent_at.isoformat(),
+                "qos": snapshot.qos, "booking": str(chosen_booking.pk) if chosen_booking else ""})
+            _use_up(user, sent_sources + sent_targets + sent_reference)
+            if reference is not None:
+                job.reference_face = _named(reference)
+                job.save(update_fields=["reference_face"])
+            elif sent_reference:
+                claimed += upload_store.claim(sent_reference, job.media_dir / "reference")
+                job.reference_face = str(claimed[-1].path)
+                job.save(update_fields=["reference_face"])
+            for f in sources:
+                Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
+            sent = upload_store.claim(sent_sources, job.media_dir / "sources")
+            claimed += sent
+            for c in sent:
+                Source.objects.create(job=job, file=str(c.path), original_name=c.upload.name[:255])
+            used: set[str] = set()
+            outs = [unique_name(default_output_name(safe_name(n)), used)
+                    for n in [f.name for f in target_files] + [u.name for u in sent_targets]]
+            moved = upload_store.claim(sent_targets, job.media_dir / "targets", names=outs[len(target_files):])
+            claimed += moved
+            chunk_size = max(1, template.chunk_size)
+            folder = profile.job_folder(job.id)
+            rows = [dict(name=f.name[:500], upload=_named(f, out)) for f, out in zip(target_files, outs)]
+            rows += [dict(name=c.upload.name[:500], upload=str(c.path)) for c in moved]
+            for i, (row, out) in enumerate(zip(rows, outs)):
+                Target.objects.create(job=job, index=i, output_name=out, task_index=i // chunk_size,
+                                      cluster_path=folder.target(out), **row)
+            job.total = len(rows)
+            job.save(update_fields=["total"])
+            if settings.SUBMIT_ON_START:
+                transaction.on_commit(lambda: enqueue.enqueue_submission(job))
+    except Exception:
+        # Files sent ahead go back where they were (the user still has them on the form); files
+        # written before the rows commit are removed, so a failed Start leaves nothing behind.
+        upload_store.unclaim(claimed)
+        shutil.rmtree(job.media_dir, ignore_errors=True)
+        raise
+    for upload in sent_sources + sent_targets + sent_reference:
+        upload.preview_path.unlink(missing_ok=True)
+    log.info("job %s started by %s: template %s, %s", job.id, user, template.slug,
+             f"folder {target_folder}" if target_folder else f"{job.total} uploaded target(s)")
+    return job
+
+
+def _sent(user, ids, kind: str, field: str, problems: list) -> list[Upload]:
+    """The user's uploads `ids` of `kind`, in the order given; what is missing, refused or still
+    arriving becomes a problem (one per file, with its name and what to do)."""
+    ids = [str(i) for i in ids]
+    found = {str(u.id): u for u in Upload.objects.of(user).filter(kind=kind, pk__in=ids)}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        problems.append((field, ngettext(
+            "%(n)s file sent earlier is no longer kept (it expired or was removed); choose it again.",
+            "%(n)s files sent earlier are no longer kept (they expired or were removed); choose them again.",
+            len(missing)) % {"n": len(missing)}))
+    out = []
+    for i in ids:
+        upload = found.get(i)
+        if upload is None:
+            continue
+        if upload.status == UploadStatus.REFUSED:
+            problems.append((field, _("%(name)s: %(reason)s. Remove it or replace it.") % {"name": upload.name, "reason": upload.problem}))
+        elif upload.status != UploadStatus.READY:
+            problems.append((field, _("%(name)s is still being sent; wait until it is finished.") % {"name": upload.name}))
+        else:
+            out.append(upload)
+    return out
+
+
+def _which_faces(user, template, face_selector, reference, reference_uploads, problems: list) -> tuple[str, list[Upload]]:
+    """The job's face selector (the user's choice, else the template's) and, for "reference", the
+    photo of the person: sent with the form, or one sent ahead (then returned, to be claimed)."""
+    selector = face_selector or (template.face_selector if template else "many")
+    if selector not in FACE_SELECTORS:
+        problems.append(("face_selector", _("Choose which faces to replace.")))
+        return "many", []
+    sent = _sent(user, reference_uploads, UploadKind.REFERENCE, "reference", problems)
+    if selector != "reference":
+        return selector, []
+    if reference is not None:
+        try:
+            check_upload(reference, kind="image")
+            check_face(reference)
+        except UploadRejected as exc:
+            problems.append(("reference", _("Reference photo %(name)s: %(reason)s") % {"name": reference.name, "reason": exc}))
+        return selector, []
+    if not reference_uploads:
+        problems.append(("reference", _("Add a photo of the person whose face is replaced, or choose another option.")))
+    elif len(reference_uploads) > 1:
+        problems.append(("reference", _("Keep one reference photo only.")))
+    return selector, sent[:1]
+
+
+def _use_up(user, uploads: list[Upload]) -> None:
+    """Delete the uploads' rows in the Start's transaction, all or none: a second Start given the
+    same files at the same moment finds them gone and is refused, and never shares a file."""
+    if uploads and Upload.objects.of(user).filter(pk__in=[u.pk for u in uploads]).delete()[0] != len(uploads):
+        raise StartError(_("These files were just used by another Start; choose them again."), "targets")
+
+
+def _checked_folder(profile, target_folder: str, problems: list) -> str:
+    """The folder, normalised, if it is allowed and holds photos or videos (asked of the cluster);
+    else a problem. A cluster that does not answer is not the user's mistake: the folder is taken."""
+    try:
+        target_folder = check_in_roots(target_folder, list(profile.target_roots))
+    except PathNotAllowed:
+        problems.append(("target_folder", _("That folder is outside the folders you may use. Pick one with the folder browser.")))
+        return target_folder
+    if settings.FOLDER_CHECK_ON_START:
+        found = count_folder(profile, target_folder)
+        if found.problem:
+            problems.append(("target_folder", found.problem))
+    return target_folder
+
+
+def _named(f: UploadedFile, name: str | None = None) -> UploadedFile:
+    f.name = safe_name(name or f.name)
+    return f
+
+
+def is_media_name(name: str) -> bool:
+    return name.lower().endswith(MEDIA_EXTENSIONS)
