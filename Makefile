@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: system venv deps test test-sqlite test-worker test-clock bench up clean screenshots prod-shape
+.PHONY: system venv deps lint test test-sqlite test-worker test-clock bench up clean screenshots prod-shape
 
 system:
 	bash scripts/install-system.sh
@@ -20,7 +20,12 @@ deps:
 	  [ $$apt_rc = 0 ] && [ $$venv_rc = 0 ]; \
 	else bash scripts/install-system.sh && bash scripts/setup-python.sh; fi
 
+# The linter (ruff.toml says which rules and why); the first thing `make test` runs.
+lint: venv
+	$(PY) -m ruff check .
+
 test: deps
+	$(PY) -m ruff check .
 	bash scripts/test.sh $(PYTEST_ARGS)
 
 # Every test on SQLite, make up's database (make test runs them on PostgreSQL, and the

@@ -34,10 +34,10 @@ from _portal_env import setup
 setup()
 
 import websockets  # noqa: E402
+from _live_env import WebServer, session_cookie  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from _live_env import WebServer, session_cookie  # noqa: E402
 from jobs.live.protocol import Publisher  # noqa: E402
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task, Template  # noqa: E402
 
@@ -203,15 +203,15 @@ def main() -> int:
             order = ("small", "big") if rnd % 2 == 0 else ("big", "small")
             for which in order:
                 job = sizes[which]
-                record("job page", which, *timed(lambda: http.get(f"/jobs/{job.id}")))
-                record("live.json", which, *timed(lambda: http.get(f"/jobs/{job.id}/live.json")))
-                record("API job detail", which, *timed(lambda: http.get(f"/api/v1/jobs/{job.id}")))
+                record("job page", which, *timed(lambda job=job: http.get(f"/jobs/{job.id}")))
+                record("live.json", which, *timed(lambda job=job: http.get(f"/jobs/{job.id}/live.json")))
+                record("API job detail", which, *timed(lambda job=job: http.get(f"/api/v1/jobs/{job.id}")))
                 record("WebSocket snapshot", which,
-                       *timed(lambda: asyncio.run(ws_snapshot(server, cookie, f"/ws/jobs/{job.id}/")), n=5))
+                       *timed(lambda job=job: asyncio.run(ws_snapshot(server, cookie, f"/ws/jobs/{job.id}/")), n=5))
             for which in order:
                 page, offset = (1, 0) if which == "small" else (last_page, last_offset)
-                record("job list page", which, *timed(lambda: http.get(f"/?page={page}")))
-                record("API job list", which, *timed(lambda: http.get(f"/api/v1/jobs?offset={offset}")))
+                record("job list page", which, *timed(lambda page=page: http.get(f"/?page={page}")))
+                record("API job list", which, *timed(lambda offset=offset: http.get(f"/api/v1/jobs?offset={offset}")))
             # another user's page, with nobody watching and with TABS tabs on the big job while
             # the watcher's events for it go out every second (a job event, ten targets done)
             for resync in (False, True):

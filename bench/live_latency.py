@@ -31,12 +31,12 @@ from _portal_env import setup
 setup()
 
 import websockets  # noqa: E402
+from _live_env import WebServer, session_cookie  # noqa: E402
 from asgiref.sync import sync_to_async  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from _live_env import WebServer, session_cookie  # noqa: E402
 from cluster import get_runner, slurm  # noqa: E402
 from jobs.models import Job, JobStatus, Task, Template  # noqa: E402
 from jobs.watcher.poll import poll_profile  # noqa: E402

@@ -43,9 +43,9 @@ from _portal_env import setup  # noqa: E402
 
 setup()
 
+from _live_env import WebServer, session_cookie  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 
-from _live_env import WebServer, session_cookie  # noqa: E402
 from jobs.models import ApiToken, Job, JobStatus, Target, Template  # noqa: E402
 
 MB = 1000 * 1000

@@ -32,7 +32,6 @@ import os
 import subprocess
 import sys
 import tarfile
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cluster import ClusterConfig, SSHRunner  # noqa: E402
+from cluster import ClusterConfig, SSHRunner
 
 
 def config() -> ClusterConfig:

@@ -42,10 +42,10 @@ from rq.job import Job as RQJob  # noqa: E402
 
 from cluster import get_runner, slurm  # noqa: E402
 from jobs.background import enqueue  # noqa: E402
-from jobs.models import Template  # noqa: E402
 from jobs.background.rq_worker import command as worker_command  # noqa: E402
 from jobs.job.start import start_job  # noqa: E402
 from jobs.job.submit import submit_job  # noqa: E402
+from jobs.models import Template  # noqa: E402
 
 N_TARGETS = 10
 #: rq's forking worker, as scripts/up.sh ran it before `manage.py portal_rqworker`

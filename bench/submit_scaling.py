@@ -25,9 +25,9 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 
 from cluster import SSHRunner, get_runner, slurm  # noqa: E402
-from jobs.models import Template  # noqa: E402
 from jobs.job.start import start_job  # noqa: E402
 from jobs.job.submit import submit_job  # noqa: E402
+from jobs.models import Template  # noqa: E402
 
 
 def make_folder(n: int) -> str:

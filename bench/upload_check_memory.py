@@ -87,8 +87,8 @@ def child(case: str, k: int, files: dict[str, Path], template_db: Path) -> dict:
         _django(db, work / "media")
         from django.contrib.auth.models import User
 
-        from jobs.uploads import store as upload_store
         from jobs.models import UploadKind
+        from jobs.uploads import store as upload_store
         from jobs.uploads.on_complete import check_arrived
 
         user = User.objects.create_user("bench")

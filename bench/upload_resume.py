@@ -37,9 +37,9 @@ from _portal_env import setup  # noqa: E402
 
 setup()
 
+from _live_env import WebServer  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 
-from _live_env import WebServer  # noqa: E402
 from jobs.models import ApiToken, Upload  # noqa: E402
 
 MB = 1000 * 1000

@@ -191,7 +191,7 @@ def main() -> int:
             CASES[3]: (held_jobs, [], True),
         }
         measured = {name: ([], [], []) for name in CASES}
-        for name, (active, log_wait, every_job) in setups.items():  # warm-up: first-cycle changes applied
+        for active, log_wait, every_job in setups.values():  # warm-up: first-cycle changes applied
             activate(active, log_wait)
             run_case(profile, every_job, [], [], [])
             still_active(active)

@@ -34,7 +34,7 @@ class GpuMemory:
             out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
                                  capture_output=True, text=True, timeout=5).stdout
             return int(out.strip().splitlines()[0])
-        except Exception:
+        except Exception:  # noqa: BLE001 - no nvidia-smi, or no answer: the memory column stays empty
             return None
 
     def _run(self) -> None:
@@ -73,7 +73,7 @@ def main() -> int:
 
     from worker.engines.insightface_engine import InsightFaceEngine
     from worker.errors import ModelError
-    from worker.models import INSIGHTFACE_MODELS, verify_models
+    from worker.weights import INSIGHTFACE_MODELS, verify_models
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     models_dir = os.environ.get("FACEFUSION_MODELS_DIR")

@@ -121,8 +121,8 @@ def load_swapper(engine_name: str):
     from worker.engines import load_engine
     from worker.errors import ModelError
     from worker.manifest import EngineOptions
-    from worker.models import INSIGHTFACE_MODELS, verify_models
     from worker.process import build_swapper
+    from worker.weights import INSIGHTFACE_MODELS, verify_models
 
     models_dir, registry, models = os.environ.get("FACEFUSION_MODELS_DIR"), None, "real"
     if engine_name == "insightface":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -25,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from worker.manifest import Manifest, Target, EngineOptions, make_chunks  # noqa: E402
+from worker.manifest import EngineOptions, Manifest, Target, make_chunks  # noqa: E402
 from worker.progress import read_progress_dir  # noqa: E402
 
 

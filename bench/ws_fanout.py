@@ -32,10 +32,10 @@ from _portal_env import setup
 
 setup()
 
+from _live_env import WebServer, session_cookie  # noqa: E402
 from asgiref.sync import sync_to_async  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 
-from _live_env import WebServer, session_cookie  # noqa: E402
 from jobs.live.protocol import Publisher  # noqa: E402
 from jobs.models import Job, JobStatus, Template  # noqa: E402
 

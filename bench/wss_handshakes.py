@@ -28,7 +28,7 @@ import requests
 from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.e2e.live_socket import LiveSocket  # noqa: E402
+from tests.e2e.live_socket import LiveSocket
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 

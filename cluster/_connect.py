@@ -1,21 +1,49 @@
-"""Opening one SSH connection for a cluster profile: pinned host keys, key text, plain-word errors.
+"""One SSH connection to a cluster: how to reach it (`ClusterConfig`), opening it (pinned host keys,
+key text, plain-word errors), and running work once more on a fresh one when it died (`retried_once`).
 
-Private to `cluster.ssh`. Messages name hosts, users and key fingerprints, never a private key.
+Private to `cluster.ssh` and `cluster._sftp` (`ClusterConfig` is public as `cluster.ClusterConfig`).
+Messages name hosts, users and key fingerprints, never a private key.
 """
 from __future__ import annotations
 
 import binascii
+import dataclasses
+import hashlib
 import io
 import socket
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TypeVar
 
 import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
-from .errors import AuthenticationFailed, ClusterUnreachable, HostKeyRejected
+from .errors import AuthenticationFailed, ClusterError, ClusterUnreachable, HostKeyRejected
 
-if TYPE_CHECKING:
-    from .ssh import ClusterConfig
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """How to reach one cluster (built by the portal from a ClusterProfile row)."""
+
+    host: str
+    port: int
+    user: str
+    private_key: str = dataclasses.field(repr=False)  # key TEXT; repr=False keeps it out of logs
+    known_hosts: str  # one or more known_hosts lines; the host key must match one of them
+    connect_timeout: float = 10.0
+
+    @property
+    def key(self) -> tuple:
+        """Identity for the connection pool: a changed key or pinned host key means a new connection."""
+        digest = hashlib.sha256(f"{self.private_key}\0{self.known_hosts}".encode()).hexdigest()
+        return (self.host, int(self.port), self.user, digest)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
 
 # Tried in this order; a key of another type simply fails to parse and the next class is tried.
 _KEY_CLASSES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
@@ -148,3 +176,32 @@ def open_client(cfg: ClusterConfig) -> paramiko.SSHClient:
     except (OSError, AttributeError):  # not a TCP socket (e.g. a proxy channel): nothing to tune
         pass
     return client
+
+
+# ---- using it: once more on a fresh connection ---------------------------------------------------
+
+#: what paramiko and the socket raise when the connection under a call died (or was never alive)
+DROPPED: tuple[type[Exception], ...] = (paramiko.SSHException, EOFError, OSError)
+
+
+def retried_once(attempt: Callable[[], T], drop: Callable[[], None], lost: Callable[[Exception], ClusterError],
+                 dropped: tuple[type[Exception], ...] = DROPPED,
+                 guard: AbstractContextManager | None = None) -> T:
+    """`attempt()`, run a second time on a fresh connection when the pooled one turned out to be dead.
+
+    `attempt` takes the live connection itself (the runner's `_live_client`), so the second run opens
+    a new one. When it raises one of `dropped`, the connection is dropped (`drop`) and it runs once
+    more; when that fails too, `lost(error)` is raised. Any other error (a ClusterError, say) goes
+    through at once. `guard` (a lock) is held around each run and its drop. Only for work that is
+    safe to repeat: opening a channel (nothing has run yet), SFTP calls (uploads land under a
+    temporary name first).
+    """
+    for run in (1, 2):
+        with guard if guard is not None else nullcontext():
+            try:
+                return attempt()
+            except dropped as e:
+                drop()
+                if run == 2:
+                    raise lost(e) from None
+    raise AssertionError("unreachable")

@@ -1,7 +1,8 @@
 """File operations over SFTP for `cluster.ssh.SSHRunner`: atomic uploads, downloads, folders.
 
 Private to `cluster.ssh`. Every operation here is safe to repeat (uploads go to a temporary name
-first, then are renamed), so a call whose connection died is retried once on a fresh one.
+first, then are renamed), so a call whose connection died is retried once on a fresh one
+(`cluster._connect.retried_once`).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from typing import Literal, TypeVar
 
 import paramiko
 
-from .errors import ClusterError, ClusterUnreachable, CommandTimedOut, RemoteFileError
+from ._connect import retried_once
+from .errors import ClusterUnreachable, CommandTimedOut, RemoteFileError
 
 _SFTP_TIMEOUT = 120  # seconds one SFTP request may take
 T = TypeVar("T")
@@ -52,63 +54,62 @@ class FileTransfers:
     def _sftp_call(self, what: str, path: str, fn: Callable[[paramiko.SFTPClient], T]) -> T:
         """Run `fn(sftp)`, retrying once on a fresh connection if the old one had died.
 
-        Every SFTP operation here is safe to repeat (uploads go to a temporary name first).
+        Every SFTP operation here is safe to repeat (uploads go to a temporary name first). An
+        OSError on a connection that is still alive is the file's problem (RemoteFileError), not
+        the connection's, and is not retried.
         """
-        for attempt in (1, 2):
-            with self._sftp_lock:
-                try:
-                    client = self._live_client()
-                    if self._sftp is None:
-                        self._sftp = client.open_sftp()
-                        # Without a timeout a hung server blocks an SFTP call forever.
-                        self._sftp.get_channel().settimeout(_SFTP_TIMEOUT)
-                    return fn(self._sftp)
-                except ClusterError:
-                    raise
-                except socket.timeout:
-                    self._sftp = None  # a request is still outstanding: the session is out of step
-                    raise CommandTimedOut(f"the cluster did not answer within {_SFTP_TIMEOUT} s "
-                                          f"while trying to {what} {path}") from None
-                except (OSError, EOFError, paramiko.SSHException) as e:
-                    transport = self.transport
-                    if transport is not None and transport.is_active() and isinstance(e, OSError):
-                        raise _file_error(what, path, e) from None
-                    self._drop()
-                    if attempt == 2:
-                        raise ClusterUnreachable(
-                            f"the connection to the cluster at {self.config.address} was lost "
-                            f"while trying to {what} {path}: {e}") from None
-        raise AssertionError("unreachable")
+        def attempt() -> T:
+            try:
+                client = self._live_client()
+                if self._sftp is None:
+                    self._sftp = client.open_sftp()
+                    # Without a timeout a hung server blocks an SFTP call forever.
+                    self._sftp.get_channel().settimeout(_SFTP_TIMEOUT)
+                return fn(self._sftp)
+            except socket.timeout:
+                self._sftp = None  # a request is still outstanding: the session is out of step
+                raise CommandTimedOut(f"the cluster did not answer within {_SFTP_TIMEOUT} s "
+                                      f"while trying to {what} {path}") from None
+            except OSError as e:
+                transport = self.transport
+                if transport is not None and transport.is_active():
+                    raise _file_error(what, path, e) from None
+                raise
+
+        return retried_once(
+            attempt, self._drop,
+            lambda e: ClusterUnreachable(f"the connection to the cluster at {self.config.address} was lost "
+                                         f"while trying to {what} {path}: {e}"),
+            guard=self._sftp_lock)
+
+    def _put(self, what: str, remote_path: str, mode: int,
+             write: Callable[[paramiko.SFTPClient, str], object]) -> None:
+        """`write(sftp, tmp)` to a temporary `.part` name beside `remote_path`, then `mode`, then a
+        posix-rename into place: a reader never sees half a file. The part is removed on any failure."""
+        def put(sftp: paramiko.SFTPClient) -> None:
+            tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
+            try:
+                write(sftp, tmp)
+                sftp.chmod(tmp, mode)
+                sftp.posix_rename(tmp, remote_path)
+            except BaseException:
+                _remove_quietly(sftp, tmp)
+                raise
+        self._sftp_call(what, remote_path, put)
 
     def put_bytes(self, data: bytes, remote_path: str, mode: int = 0o600) -> None:
         """Write `data` to `remote_path` atomically: a temporary `.part` file, then posix-rename.
         Private to the service user unless `mode` says otherwise (a job's files are people's faces)."""
-        def put(sftp: paramiko.SFTPClient) -> None:
-            tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
-            try:
-                with sftp.open(tmp, "wb") as f:
-                    f.set_pipelined(True)
-                    f.write(data)
-                sftp.chmod(tmp, mode)
-                sftp.posix_rename(tmp, remote_path)
-            except BaseException:
-                _remove_quietly(sftp, tmp)
-                raise
-        self._sftp_call("write", remote_path, put)
+        def write(sftp: paramiko.SFTPClient, tmp: str) -> None:
+            with sftp.open(tmp, "wb") as f:
+                f.set_pipelined(True)
+                f.write(data)
+        self._put("write", remote_path, mode, write)
 
     def put_file(self, local_path: str, remote_path: str, mode: int = 0o600) -> None:
         """Upload a local file atomically (temporary `.part` name, then posix-rename), private to
         the service user unless `mode` says otherwise."""
-        def put(sftp: paramiko.SFTPClient) -> None:
-            tmp = f"{remote_path}.{secrets.token_hex(4)}.part"
-            try:
-                sftp.put(local_path, tmp)
-                sftp.chmod(tmp, mode)
-                sftp.posix_rename(tmp, remote_path)
-            except BaseException:
-                _remove_quietly(sftp, tmp)
-                raise
-        self._sftp_call("upload to", remote_path, put)
+        self._put("upload to", remote_path, mode, lambda sftp, tmp: sftp.put(local_path, tmp))
 
     def get_bytes(self, remote_path: str) -> bytes:
         def get(sftp: paramiko.SFTPClient) -> bytes:
@@ -178,7 +179,7 @@ class FileTransfers:
 def _remove_quietly(sftp: paramiko.SFTPClient, path: str) -> None:
     try:
         sftp.remove(path)
-    except Exception:  # best effort: the original error is the one worth reporting
+    except Exception:  # noqa: BLE001 - best effort: the original error is the one worth reporting
         pass
 
 

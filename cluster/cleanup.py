@@ -17,8 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from .errors import ClusterError, PathNotAllowed
-from .paths import _inside, _normalize, _Runner  # the same checks and runner shape as folder listings
-
+from .paths import CommandRunner, is_inside, normal_path  # the same checks and runner shape as folder listings
 
 #: exit 0 and "deleted" / "gone" (nothing was there); exit 3: outside the work root (nothing deleted);
 #: exit 4: the work root itself is missing; exit 5: rm failed (part may be left).
@@ -48,16 +47,16 @@ class FolderDeleted:
 
 def job_folder_delete_argv(folder: str, work_root: str) -> list[str]:
     """The command deleting `folder`, which must lie strictly inside `work_root` (PathNotAllowed otherwise)."""
-    root = _normalize(work_root, "work root")
-    path = _normalize(folder, "job folder")
+    root = normal_path(work_root, "work root")
+    path = normal_path(folder, "job folder")
     if root == "/":
         raise PathNotAllowed("the work root must not be / (a job folder is deleted only inside a work root)")
-    if path == root or not _inside(path, root):
+    if path == root or not is_inside(path, root):
         raise PathNotAllowed(f"{path} is not inside the work root {root}")
     return ["sh", "-c", _DELETE_FOLDER, "sh", root, path]
 
 
-def delete_job_folder(runner: _Runner, folder: str, work_root: str, timeout: float = 600) -> FolderDeleted:
+def delete_job_folder(runner: CommandRunner, folder: str, work_root: str, timeout: float = 600) -> FolderDeleted:
     """Delete `folder` (a job's folder) on the cluster, checked on both sides (module docstring).
 
     PathNotAllowed when the folder is, or leads, outside the work root; ClusterError when the

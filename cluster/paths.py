@@ -28,12 +28,16 @@ class _CommandResult(Protocol):
     stderr: str
 
 
-class _Runner(Protocol):
+class CommandRunner(Protocol):
+    """What a function here needs of `cluster.SSHRunner` to run a command (tests pass stand-ins)."""
+
     def run(self, argv: list[str], stdin: bytes | str | None = None, timeout: float = 60,
             check: bool = False) -> _CommandResult: ...
 
 
-def _normalize(path: str, what: str = "path") -> str:
+def normal_path(path: str, what: str = "path") -> str:
+    """`path` normalized (no `//`, `.` or trailing `/`); PathNotAllowed, naming it as `what`, when it
+    is empty, relative, holds `..`, a NUL byte or a line break."""
     if not isinstance(path, str) or not path:
         raise PathNotAllowed(f"the {what} is empty")
     if any(c in path for c in "\0\n\r"):
@@ -48,15 +52,17 @@ def _normalize(path: str, what: str = "path") -> str:
     return "/" + normal.lstrip("/")  # normpath keeps a leading '//' (POSIX allows it): drop it
 
 
-def _inside(path: str, root: str) -> bool:
+def is_inside(path: str, root: str) -> bool:
+    """Whether the normalized `path` is `root` or lies below it, by whole folder names (/database is
+    not inside /data)."""
     return root == "/" or path == root or path.startswith(root + "/")
 
 
 def check_in_roots(path: str, roots: list[str]) -> str:
     """The normalized `path` if it lies inside one of `roots` (a root itself counts); else PathNotAllowed."""
-    normal = _normalize(path)
-    clean_roots = [_normalize(root, "allowed root") for root in roots]
-    if not any(_inside(normal, root) for root in clean_roots):
+    normal = normal_path(path)
+    clean_roots = [normal_path(root, "allowed root") for root in roots]
+    if not any(is_inside(normal, root) for root in clean_roots):
         raise PathNotAllowed(f"{normal} is outside the folders this cluster profile allows")
     return normal
 
@@ -69,14 +75,14 @@ def resolve_remote_in_roots(runner: _Resolver, path: str, roots: list[str]) -> s
     path that does not exist: RemoteFileError) propagate.
     """
     normal = check_in_roots(path, roots)
-    real = _normalize(runner.realpath(normal), "resolved path")
-    candidates = [_normalize(root, "allowed root") for root in roots]
+    real = normal_path(runner.realpath(normal), "resolved path")
+    candidates = [normal_path(root, "allowed root") for root in roots]
     for root in list(candidates):
         try:
-            candidates.append(_normalize(runner.realpath(root), "resolved root"))
+            candidates.append(normal_path(runner.realpath(root), "resolved root"))
         except RemoteFileError:  # a root that does not exist (yet) admits nothing extra
             continue
-    if not any(_inside(real, root) for root in candidates):
+    if not any(is_inside(real, root) for root in candidates):
         raise PathNotAllowed(f"{normal} leads to {real} (through a symbolic link), which is outside "
                              f"the folders this cluster profile allows")
     return real
@@ -88,12 +94,12 @@ def map_path(path: str, mapping: list[tuple[str, str]]) -> str:
     Prefixes match whole folder names: ("/data", "/mnt/data") maps /data/x but not /database.
     Pass the pairs reversed to map the other way. No matching prefix: PathNotAllowed.
     """
-    normal = _normalize(path)
+    normal = normal_path(path)
     best: tuple[str, str] | None = None
     for source, target in mapping:
-        source_n = _normalize(source, "mapped folder")
-        if _inside(normal, source_n) and (best is None or len(source_n) > len(best[0])):
-            best = (source_n, _normalize(target, "mapped folder"))
+        source_n = normal_path(source, "mapped folder")
+        if is_inside(normal, source_n) and (best is None or len(source_n) > len(best[0])):
+            best = (source_n, normal_path(target, "mapped folder"))
     if best is None:
         raise PathNotAllowed(f"{normal} is not inside any folder mapped between the portal and the cluster")
     source, target = best
@@ -204,7 +210,7 @@ def parse_folder_listing(stdout: str, n_roots: int) -> tuple[list[str], str, lis
     return roots, folder, entries, resolved
 
 
-def list_folder_in_roots(runner: _Runner, path: str, roots: list[str], timeout: float = 120) -> FolderListing:
+def list_folder_in_roots(runner: CommandRunner, path: str, roots: list[str], timeout: float = 120) -> FolderListing:
     """The entries of the folder `path`, each resolved on the cluster and checked against `roots`.
 
     One command, whatever the number of entries. The folder itself must resolve inside a root
@@ -213,7 +219,7 @@ def list_folder_in_roots(runner: _Runner, path: str, roots: list[str], timeout: 
     missing or unreadable folder raises RemoteFileError.
     """
     normal = check_in_roots(path, roots)
-    clean_roots = [_normalize(root, "allowed root") for root in roots]
+    clean_roots = [normal_path(root, "allowed root") for root in roots]
     res = runner.run(list_folder_argv(normal, clean_roots), timeout=timeout)
     if res.rc in _EXIT_ERRNO:
         errno = _EXIT_ERRNO[res.rc]
@@ -224,7 +230,7 @@ def list_folder_in_roots(runner: _Runner, path: str, roots: list[str], timeout: 
     # find's own exit status is not checked: it is 1 after a link loop, whose entry it leaves out.
     real_roots, real, raw, resolved = parse_folder_listing(res.stdout, len(clean_roots))
     candidates = clean_roots + [r for r in real_roots if r.startswith("/")]
-    if not real.startswith("/") or not any(_inside(real, root) for root in candidates):
+    if not real.startswith("/") or not any(is_inside(real, root) for root in candidates):
         raise PathNotAllowed(f"{normal} leads to {real} (through a symbolic link), which is outside "
                              f"the folders this cluster profile allows")
     entries = []
@@ -237,7 +243,7 @@ def list_folder_in_roots(runner: _Runner, path: str, roots: list[str], timeout: 
         target = resolved.get(e.name)
         if target is None:  # could not be resolved: offered as nothing
             entries.append(FolderEntry(e.name, here, "other", e.size, e.mtime, link=True))
-        elif not any(_inside(target, root) for root in candidates):
+        elif not any(is_inside(target, root) for root in candidates):
             entries.append(FolderEntry(e.name, here, kind, e.size, e.mtime, link=True, refused="link_outside"))
         else:
             entries.append(FolderEntry(e.name, target, kind, e.size, e.mtime, link=True))

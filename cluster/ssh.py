@@ -4,7 +4,8 @@
 SFTP. `get_runner(config)` keeps ONE open connection per cluster profile for the whole process, so
 a poll costs a channel (a round trip), not a TCP + key exchange + auth handshake;
 `runner_for(profile)` is the same for anything with a `cluster_config()` (the portal's profiles).
-File operations over SFTP live in `cluster._sftp`, mixed into `SSHRunner`.
+Opening a connection (and `ClusterConfig`, how to reach a cluster) lives in `cluster._connect`; file
+operations over SFTP in `cluster._sftp`, mixed into `SSHRunner`.
 
 Trust: host keys come only from the profile's `known_hosts` text, unknown keys are rejected
 (never auto-added), and no agent or ~/.ssh key is ever tried. The private key is never logged
@@ -15,7 +16,6 @@ Remote commands run through the service user's login shell, which must be POSIX 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import secrets
@@ -28,12 +28,7 @@ from typing import Protocol
 import paramiko
 
 from ._batch import batch_line, split_batch
-
-#: prefixed to every command line run on the cluster
-REMOTE_UMASK = "umask 077; "
-#: prefixed to commands run without input (see SSHRunner._exec)
-NO_STDIN = "exec </dev/null; "
-from ._connect import open_client
+from ._connect import DROPPED, ClusterConfig, open_client, retried_once
 from ._sftp import FileTransfers, RemoteEntry
 from .errors import ClusterUnreachable, CommandFailed, CommandTimedOut
 
@@ -42,29 +37,12 @@ __all__ = ["ClusterConfig", "CommandResult", "RemoteEntry", "SSHRunner", "get_ru
 
 log = logging.getLogger(__name__)
 
+#: prefixed to every command line run on the cluster
+REMOTE_UMASK = "umask 077; "
+#: prefixed to commands run without input (see SSHRunner._exec)
+NO_STDIN = "exec </dev/null; "
+
 _BUF = 65536
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterConfig:
-    """How to reach one cluster (built by the portal from a ClusterProfile row)."""
-
-    host: str
-    port: int
-    user: str
-    private_key: str = dataclasses.field(repr=False)  # key TEXT; repr=False keeps it out of logs
-    known_hosts: str  # one or more known_hosts lines; the host key must match one of them
-    connect_timeout: float = 10.0
-
-    @property
-    def key(self) -> tuple:
-        """Identity for the connection pool: a changed key or pinned host key means a new connection."""
-        digest = hashlib.sha256(f"{self.private_key}\0{self.known_hosts}".encode()).hexdigest()
-        return (self.host, int(self.port), self.user, digest)
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
 
 
 @dataclasses.dataclass
@@ -140,7 +118,7 @@ class SSHRunner(FileTransfers):
         if client is not None:
             try:
                 client.close()
-            except Exception:  # closing a dead connection may fail; it is gone either way
+            except Exception:  # noqa: BLE001 - closing a dead connection may fail; it is gone either way
                 pass
 
     def _open_channel(self) -> paramiko.Channel:
@@ -148,17 +126,12 @@ class SSHRunner(FileTransfers):
 
         Only opening the channel is retried: nothing has run yet, so a retry cannot run a command twice.
         """
-        for attempt in (1, 2):
-            client = self._live_client()
-            try:
-                return client.get_transport().open_session(timeout=self.config.connect_timeout)
-            except (paramiko.SSHException, EOFError, OSError, AttributeError) as e:
-                self._drop()
-                if attempt == 2:
-                    raise ClusterUnreachable(
-                        f"cannot reach the cluster at {self.config.address}: the connection "
-                        f"dropped and a new one failed too ({e})") from None
-        raise AssertionError("unreachable")
+        return retried_once(
+            lambda: self._live_client().get_transport().open_session(timeout=self.config.connect_timeout),
+            self._drop,
+            lambda e: ClusterUnreachable(f"cannot reach the cluster at {self.config.address}: the connection "
+                                         f"dropped and a new one failed too ({e})"),
+            dropped=(*DROPPED, AttributeError))  # AttributeError: the transport went away (None) meanwhile
 
     # ---- commands -------------------------------------------------------------------------------
 
@@ -184,7 +157,7 @@ class SSHRunner(FileTransfers):
                 return self._collect(chan, deadline, line, timeout)
             except CommandTimedOut:
                 raise
-            except (paramiko.SSHException, EOFError, OSError) as e:
+            except DROPPED as e:
                 self._drop()
                 raise ClusterUnreachable(
                     f"the connection to the cluster at {self.config.address} was lost while running "

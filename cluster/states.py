@@ -14,10 +14,19 @@ second form into OUT_OF_MEMORY, so the portal keeps memory kills distinct from o
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
-if TYPE_CHECKING:
-    from .slurm import SlurmTask
+
+class ReportedTask(Protocol):
+    """What the rules below read of a task as Slurm reported it: `cluster.slurm.SlurmTask` is one.
+    (This module sits below `cluster.slurm`, whose parsers use `base_state`: it names the shape, not
+    the class.)"""
+
+    state: str
+    reason: str
+    exit_code: int | None
+    signal: int | None
+
 
 # Base states (Slurm's JOB_STATE_BASE) a finished task ends in.
 TERMINAL_STATES = frozenset({
@@ -61,7 +70,7 @@ _CONTAINER_FAILED = re.compile(r"^FATAL:\s+(?:could not open image|container cre
                                re.IGNORECASE | re.MULTILINE)
 
 
-def is_memory_kill(task: SlurmTask, log_tail: str = "") -> bool:
+def is_memory_kill(task: ReportedTask, log_tail: str = "") -> bool:
     """True when the task ended because it used more memory than the template asked for."""
     if task.state == "OUT_OF_MEMORY":
         return True
@@ -72,7 +81,7 @@ def is_memory_kill(task: SlurmTask, log_tail: str = "") -> bool:
         (task.state == "CANCELLED" and task.signal == 9)
 
 
-def effective_state(task: SlurmTask, log_tail: str = "") -> str:
+def effective_state(task: ReportedTask, log_tail: str = "") -> str:
     """The state to record: OUT_OF_MEMORY for either memory-kill form, else Slurm's own state."""
     return "OUT_OF_MEMORY" if is_memory_kill(task, log_tail) else task.state
 
@@ -87,7 +96,7 @@ def gettext_noop(text: str) -> str:
     return text
 
 
-def plain_reason(task: SlurmTask, log_tail: str = "", _: Callable[[str], str] = same) -> str:
+def plain_reason(task: ReportedTask, log_tail: str = "", _: Callable[[str], str] = same) -> str:
     """Why a task is waiting or how it ended, in words for the person who started the job.
 
     Empty for a task that is running or finished well. `log_tail` is the end of the task's Slurm

@@ -28,8 +28,8 @@ from typing import Any
 
 from django.db import transaction
 
+from jobs.log_context import current as log_ids
 from jobs.models import AuditEntry
-from portal.logs import current as log_ids
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def record(actor, action: str, target: Any = None, details: dict | None = None, 
     request: where the client's IP address is read from, when there is one.
 
     The request's id (X-Request-ID) and an RQ job's id join `details` as "request_id" and
-    "rq_job_id" when the action happens inside one (portal.logs): the entry's log lines carry them too.
+    "rq_job_id" when the action happens inside one (jobs.log_context): the entry's log lines carry them too.
     """
     try:
         user = actor if getattr(actor, "is_authenticated", False) else None
@@ -60,7 +60,7 @@ def record(actor, action: str, target: Any = None, details: dict | None = None, 
                 target_id=target_id, target_repr=target_repr, details=with_log_ids(details, request),
                 ip=client_ip(request),
             )
-    except Exception:  # noqa: BLE001 - auditing must never fail the action it records
+    except Exception:
         log.exception("audit: could not record %s by %s", action, getattr(actor, "pk", None))
         return None
 

@@ -20,9 +20,9 @@ import time
 from django.utils.translation import gettext as _
 
 from jobs import audit
-from jobs.uploads.decoding import decode_slot, small_picture
 from jobs.errors import UploadRejected
 from jobs.models import SafetyPolicy, UploadKind
+from jobs.uploads.decoding import decode_slot, small_picture
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,9 @@ def _checker(spec):
 def _labels(picture) -> list[list]:
     """[label, score] that refuse the photo `picture` (a PIL image in RGB), [] when it may be used."""
     import numpy as np
-    from worker.errors import WorkerError
+
     from worker.content_safety import refused_labels
+    from worker.errors import WorkerError
 
     spec = SafetyPolicy.current().spec()
     try:

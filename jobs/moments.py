@@ -7,14 +7,15 @@ time past midnight never reads as earlier today.
     another day    Fri 4 Dec, 09:00   12月4日 周五 09:00
     another year   Sat 2 Jan 2027, 09:00   2027年1月2日 周六 09:00
 
-Pages only: the API says moments in ISO 8601 (jobs.api.shapes).
+Pages only: the API says moments in ISO 8601 (jobs.shapes).
 """
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
 from django.utils import formats, timezone
-from django.utils.translation import gettext as _, pgettext, pgettext_lazy
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext, pgettext_lazy
 
 #: Monday first, as datetime.weekday() counts
 WEEKDAYS_SHORT = [pgettext_lazy("weekday", "Mon"), pgettext_lazy("weekday", "Tue"), pgettext_lazy("weekday", "Wed"),

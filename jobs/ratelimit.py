@@ -148,7 +148,7 @@ def _key(kind: str, value: str) -> str:
 def _count(key: str) -> int:
     try:
         return int(cache.get(key) or 0)
-    except Exception:  # noqa: BLE001 - see _hit
+    except Exception:
         log.warning("ratelimit: the cache (Redis) cannot be read; wrong API tokens are not limited now", exc_info=True)
         return 0
 
@@ -164,7 +164,7 @@ def _hit(key: str) -> int:
         except ValueError:  # expired between add and incr
             cache.set(key, 1, timeout=settings.API_TOKEN_FAILURE_WINDOW)
             return 1
-    except Exception:  # noqa: BLE001 - redis.ConnectionError and friends
+    except Exception:
         log.warning("ratelimit: the cache (Redis) cannot be written; this wrong token is not counted", exc_info=True)
         return 0
 

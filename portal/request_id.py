@@ -5,7 +5,7 @@ log and the portal's lines share it; without nginx (make up) the portal makes it
 id is kept only when it looks like one (`SANE_ID`): a header is client input, and a newline or a
 kilobyte of text in it would end up in every log line and audit entry of the request.
 
-The request's context (portal.logs) is open while the rest of the middleware and the view run; the
+The request's context (jobs.log_context) is open while the rest of the middleware and the view run; the
 user id joins the lines as soon as authentication has resolved the user (session or API token).
 One access line per request (logger portal.access; written in JSON mode, see portal.logs) gives
 method, path (never the query string: it may hold a token), status and milliseconds.
@@ -17,7 +17,7 @@ import re
 import time
 import uuid
 
-from portal.logs import log_context
+from jobs.log_context import log_context
 
 __all__ = ["HEADER", "SANE_ID", "request_id_from", "RequestIdMiddleware"]
 

@@ -1,6 +1,8 @@
 """Settings, all from environment variables, with defaults that work on a fresh checkout.
 
-Bad values fail loudly at start-up (ImproperlyConfigured), never silently fall back.
+Bad values fail loudly at start-up (ImproperlyConfigured), never silently fall back (the readers:
+portal.env). The settings that hold off attackers (login lockouts, wrong API tokens, the
+Content-Security-Policy) are in portal/settings_security.py, imported here.
 """
 from __future__ import annotations
 
@@ -10,32 +12,28 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from portal.env import envbool, envfloat, envint, envlist, envnetworks
+from portal.settings_security import (  # noqa: F401 - settings, read by Django and the apps
+    API_TOKEN_FAILURE_WINDOW,
+    API_TOKEN_FAILURES_PER_IP,
+    AXES_CLIENT_IP_CALLABLE,
+    AXES_COOLOFF_TIME,
+    AXES_DISABLE_ACCESS_LOG,
+    AXES_ENABLE_ACCESS_FAILURE_LOG,
+    AXES_FAILURE_LIMIT,
+    AXES_HANDLER,
+    AXES_LOCKOUT_CALLABLE,
+    AXES_LOCKOUT_PARAMETERS,
+    AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT,
+    AXES_RESET_ON_SUCCESS,
+    AXES_USE_ATTEMPT_EXPIRATION,
+    AXES_USERNAME_CALLABLE,
+    CONTENT_SECURITY_POLICY,
+    LOGIN_LOCKOUT_BASE,
+    LOGIN_LOCKOUT_MAX,
+)
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def envbool(name: str, default: str) -> bool:
-    value = os.environ.get(name, default).strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
-
-
-def envint(name: str, default: str) -> int:
-    value = os.environ.get(name, default)
-    try:
-        return int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a whole number, not {value!r}") from None
-
-
-def envfloat(name: str, default: str) -> float:
-    value = os.environ.get(name, default)
-    try:
-        return float(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}") from None
 
 
 # A fresh checkout runs with DEBUG on; production sets DEBUG=false, and then the system check in
@@ -50,7 +48,7 @@ if not SECRET_KEY:
 #: Fernet keys that encrypt secrets in the database (cluster profiles' SSH keys, jobs.secrets):
 #: the first encrypts, all decrypt (rotation: docs/security.md). A checkout without one derives a
 #: key from SECRET_KEY; production must set its own, kept apart from the database and its backups.
-FIELD_ENCRYPTION_KEYS = [k.strip() for k in os.environ.get("FIELD_ENCRYPTION_KEY", "").split(",") if k.strip()]
+FIELD_ENCRYPTION_KEYS = envlist("FIELD_ENCRYPTION_KEY")
 if not FIELD_ENCRYPTION_KEYS and not DEBUG:
     raise ImproperlyConfigured("FIELD_ENCRYPTION_KEY must be set when DEBUG is off; make one with: python -c "
                                "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'")
@@ -63,30 +61,17 @@ if FIELD_ENCRYPTION_KEYS:
         except ValueError:
             raise ImproperlyConfigured("FIELD_ENCRYPTION_KEY holds a value that is not a Fernet key (32 url-safe "
                                        "base64-encoded bytes; several are separated by commas)") from None
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
-CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 
-def _trusted_proxies(value: str) -> list[str]:
-    """FFP_TRUSTED_PROXIES: the addresses (or networks) of the reverse proxies in front of the web
-    processes, comma-separated, e.g. "127.0.0.1" for nginx on the same server. Only a request that
-    comes from one of them has its X-Forwarded-For and X-Forwarded-Proto believed (the client's
-    address in the audit log and the login limits, https for secure cookies); from anyone else the
-    headers are ignored, since any client can write them. Empty (the default): none is trusted."""
-    import ipaddress
-
-    entries = [v.strip() for v in value.split(",") if v.strip()]
-    for entry in entries:
-        try:
-            ipaddress.ip_network(entry, strict=False)
-        except ValueError:
-            raise ImproperlyConfigured(f"FFP_TRUSTED_PROXIES holds {entry!r}, which is not an IP address or network "
-                                       "(write addresses such as 127.0.0.1 or 10.0.0.0/24, comma-separated)") from None
-    return entries
-
-
-TRUSTED_PROXIES = _trusted_proxies(os.environ.get("FFP_TRUSTED_PROXIES", ""))
+#: FFP_TRUSTED_PROXIES: the addresses (or networks) of the reverse proxies in front of the web
+#: processes, comma-separated, e.g. "127.0.0.1" for nginx on the same server. Only a request that
+#: comes from one of them has its X-Forwarded-For and X-Forwarded-Proto believed (the client's
+#: address in the audit log and the login limits, https for secure cookies); from anyone else the
+#: headers are ignored, since any client can write them. Empty (the default): none is trusted.
+TRUSTED_PROXIES = envnetworks("FFP_TRUSTED_PROXIES", "127.0.0.1 or 10.0.0.0/24")
 
 INSTALLED_APPS = [
     "daphne",
@@ -335,7 +320,7 @@ EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
 WEBHOOK_TIMEOUT = envfloat("WEBHOOK_TIMEOUT", "5")
 #: networks (comma-separated CIDRs) callbacks may reach although private, loopback or link-local;
 #: empty: only public addresses (a callback must never become a way into the portal's own network)
-WEBHOOK_ALLOWED_NETWORKS = [n.strip() for n in os.environ.get("WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()]
+WEBHOOK_ALLOWED_NETWORKS = envlist("WEBHOOK_ALLOWED_NETWORKS")
 #: hours a failing call is retried (backoff 30 s, 2 min, 10 min, 30 min, 1 h, then every 2 h)
 WEBHOOK_MAX_AGE = envfloat("WEBHOOK_MAX_AGE", "24")
 
@@ -346,14 +331,7 @@ METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
 if METRICS_TOKEN and len(METRICS_TOKEN) < 24:
     raise ImproperlyConfigured("METRICS_TOKEN must be at least 24 characters (e.g. python -c 'import secrets; "
                                "print(secrets.token_urlsafe(32))')")
-METRICS_ALLOWED_NETWORKS = [n.strip() for n in os.environ.get("METRICS_ALLOWED_NETWORKS", "").split(",") if n.strip()]
-from ipaddress import ip_network as _ip_network  # noqa: E402 - only this check needs it
-
-for _net in METRICS_ALLOWED_NETWORKS:
-    try:
-        _ip_network(_net, strict=False)
-    except ValueError:
-        raise ImproperlyConfigured(f"METRICS_ALLOWED_NETWORKS: {_net!r} is not a network (e.g. 10.0.0.0/8)") from None
+METRICS_ALLOWED_NETWORKS = envnetworks("METRICS_ALLOWED_NETWORKS", "10.0.0.0/8")
 # Several processes (ASGI, RQ workers, watcher) share their metrics through this directory, which
 # prometheus_client reads from the environment itself; it must exist (emptied at each start).
 PROMETHEUS_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
@@ -373,31 +351,7 @@ CACHES = {
         "OPTIONS": {"serializer": "portal.serializers.CacheJSONSerializer"},
     }
 }
-# Failed logins, on every login page (the portal's and the admin's): django-axes, counted in the
-# database (every web process sees the same counts) per (user name, address) pair, so a guesser
-# locks out only their own pair, never the owner elsewhere. After LOGIN_FAILURE_LIMIT failures the
-# pair is refused, the right password too, for LOGIN_LOCKOUT_BASE seconds, twice as long at each
-# further lockout of the pair within LOGIN_LOCKOUT_MAX seconds, and never longer than that.
-AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", "5")
-LOGIN_LOCKOUT_BASE = envint("LOGIN_LOCKOUT_BASE", str(5 * 60))
-LOGIN_LOCKOUT_MAX = envint("LOGIN_LOCKOUT_MAX", str(24 * 3600))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
-AXES_COOLOFF_TIME = "jobs.ratelimit.cool_off"
-# Each attempt expires on its own pair's cool-off, not on whichever login happens to clean up.
-AXES_USE_ATTEMPT_EXPIRATION = True
-# Refused attempts during a lockout are not counted, so a lockout ends on time.
-AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_RESET_ON_SUCCESS = True
-AXES_ENABLE_ACCESS_FAILURE_LOG = True  # lockouts of a pair, for the growing cool-off
-AXES_DISABLE_ACCESS_LOG = True  # logins are in the portal's audit log already
-AXES_USERNAME_CALLABLE = "jobs.ratelimit.username_of"
-AXES_CLIENT_IP_CALLABLE = "jobs.audit.client_ip"  # REMOTE_ADDR, as the audit log reads it
-AXES_LOCKOUT_CALLABLE = "jobs.ratelimit.lockout_response"
-#: wrong API tokens allowed per client address within API_TOKEN_FAILURE_WINDOW seconds; further
-#: wrong ones get 429 (a valid token always works: it is checked first)
-API_TOKEN_FAILURES_PER_IP = envint("API_TOKEN_FAILURES_PER_IP", "20")
-API_TOKEN_FAILURE_WINDOW = envint("API_TOKEN_FAILURE_WINDOW", str(15 * 60))
+# Failed logins (django-axes), wrong API tokens, the Content-Security-Policy: portal/settings_security.py.
 
 # Error pages and error mails: also hide POSTed private keys and passwords, Authorization headers.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.redact.SecretsExceptionReporterFilter"
@@ -417,24 +371,3 @@ except ValueError as exc:
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "false" if DEBUG else "true")
 CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "false" if DEBUG else "true")
 ALLOW_INSECURE_COOKIES = envbool("ALLOW_INSECURE_COOKIES", "false")
-
-# Content-Security-Policy (django-csp) on every HTML page: scripts only from this site, never
-# inline (the pages have none: static/js/ holds every script, data comes through data-* and
-# json_script); sockets and fetches only to this site; no plugins, no framing, forms post here
-# only. Inline STYLE attributes are allowed (the progress bars' widths, the admin's own): they
-# cannot run code. Files served from a job (outputs, inputs) carry a stricter policy of their own.
-CONTENT_SECURITY_POLICY = {
-    "DIRECTIVES": {
-        "default-src": ["'self'"],
-        "script-src": ["'self'"],
-        "style-src": ["'self'", "'unsafe-inline'"],
-        "img-src": ["'self'", "data:", "blob:"],
-        "media-src": ["'self'", "blob:"],
-        "connect-src": ["'self'"],
-        "font-src": ["'self'"],
-        "object-src": ["'none'"],
-        "base-uri": ["'self'"],
-        "form-action": ["'self'"],
-        "frame-ancestors": ["'none'"],
-    },
-}

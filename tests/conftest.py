@@ -1,6 +1,16 @@
 """What every test suite shares."""
 import pytest
 
+from tests.fake_ssh import Seam
+
+
+@pytest.fixture
+def fake_ssh(monkeypatch) -> Seam:
+    """The one stand-in for the cluster's SSH seam, `cluster.runner_for` (tests/fake_ssh.py):
+    `fake_ssh(on_run=..., ...)` installs a FakeSSH and returns it; `fake_ssh.unreachable(message)`
+    makes the seam refuse."""
+    return Seam(monkeypatch)
+
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):

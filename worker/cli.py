@@ -86,20 +86,18 @@ def _run(args) -> int:
 def _registry(args):
     import os
 
-    path = args.registry or os.environ.get("FACEFUSION_MODEL_REGISTRY")
-    if not path:
-        return None
-    from .models import load_registry
+    from .weights import REGISTRY_ENV, load_registry
 
-    return load_registry(path)
+    path = args.registry or os.environ.get(REGISTRY_ENV)
+    return load_registry(path) if path else None
 
 
 def _models_dir(args) -> str:
     import os
 
-    from .models import default_models_dir
+    from .weights import MODELS_DIR_ENV, default_models_dir
 
-    return args.models_dir or os.environ.get("FACEFUSION_MODELS_DIR") or str(default_models_dir())
+    return args.models_dir or os.environ.get(MODELS_DIR_ENV) or str(default_models_dir())
 
 
 def _swap(args) -> int:
@@ -140,8 +138,9 @@ def _swap(args) -> int:
 
 
 def _models(args) -> int:
+    from .download import fetch_models
     from .errors import ModelError
-    from .models import INSIGHTFACE_MODELS, POSE_MODEL, check_models, fetch_models
+    from .weights import INSIGHTFACE_MODELS, POSE_MODEL, check_models
 
     models_dir = _models_dir(args)
     registry = _registry(args)

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from . import ffmpeg as ff
 from .errors import ManifestError, ModelError
+from .weights import file_sha256
 
 log = logging.getLogger("worker.content_safety")
 
@@ -140,8 +142,6 @@ class NudenetChecker:
     tens of milliseconds, so the GPU stays with the face swap."""
 
     def __init__(self, spec: SafetySpec, model_file: Path | None = None):
-        from .models import file_sha256
-
         path = model_file or nudenet_model_file()
         if not path.is_file():
             raise ModelError(f"the content check is on but its model is not installed on the cluster "
@@ -193,16 +193,9 @@ def refused_labels(verdict: Verdict, spec: SafetySpec) -> list[list]:
     return [[k, s] for k, s in verdict.labels if k in spec.refuse and s >= spec.min_score]
 
 
-def frame_command(path: Path, at_seconds: float) -> list[str]:
-    """ffmpeg's argument list for one upright frame of `path` at `at_seconds`, as PNG on stdout."""
-    from .ffmpeg import FFMPEG, file_url
-
-    return [FFMPEG, "-nostdin", "-v", "error", "-protocol_whitelist", "file", "-ss", f"{at_seconds:.3f}",
-            "-i", file_url(path), "-frames:v", "1", "-f", "image2pipe", "-c:v", "png", "-"]
-
-
-def _images(path: Path, is_video: bool):
-    """The output's picture, or up to VIDEO_SAMPLES frames spread over a video (BGR arrays)."""
+def _images(path: Path, is_video: bool, max_pixels: int | None = None):
+    """The output's picture, or up to VIDEO_SAMPLES frames spread over a video (BGR arrays), each
+    read as PNG from ffmpeg (`worker.ffmpeg.frame_command`: no picture over `max_pixels`)."""
     import cv2
     import numpy as np
 
@@ -214,20 +207,23 @@ def _images(path: Path, is_video: bool):
         return
     from .video import probe_video
 
-    duration = probe_video(path).duration or 0.0
+    duration = probe_video(path, max_pixels=max_pixels).duration or 0.0
     times = [duration * (i + 0.5) / VIDEO_SAMPLES for i in range(VIDEO_SAMPLES)] if duration else [0.0]
     for at in times:
-        proc = subprocess.run(frame_command(path, at), capture_output=True, timeout=FRAME_TIMEOUT_S)
+        proc = subprocess.run(ff.frame_command(path, at, max_pixels=max_pixels), capture_output=True,
+                              timeout=FRAME_TIMEOUT_S)
         frame = cv2.imdecode(np.frombuffer(proc.stdout, np.uint8), cv2.IMREAD_COLOR) if proc.stdout else None
         if frame is not None:
             yield frame
 
 
-def check_output(checker: Checker, spec: SafetySpec, path: Path, is_video: bool) -> list[list]:
+def check_output(checker: Checker, spec: SafetySpec, path: Path, is_video: bool,
+                 max_pixels: int | None = None) -> list[list]:
     """[] when the output may be delivered, else the [label, score] pairs that refuse it. An output
-    the check cannot read is refused too (with no labels named): unchecked is never delivered."""
+    the check cannot read (one over `max_pixels` included) is refused too, with no labels named:
+    unchecked is never delivered."""
     try:
-        for image in _images(path, is_video):
+        for image in _images(path, is_video, max_pixels):
             verdict = checker.check(image)
             if verdict.refused:
                 return refused_labels(verdict, spec) or [["refused", 1.0]]
@@ -238,12 +234,13 @@ def check_output(checker: Checker, spec: SafetySpec, path: Path, is_video: bool)
 
 
 def screen_output(checker: Checker | None, spec: SafetySpec | None, outcome, out_path: Path, is_video: bool,
-                  poster: Path | None = None):
+                  poster: Path | None = None, max_pixels: int | None = None):
     """The outcome as delivered: unchanged when there is no check or nothing is refused; else the
-    output (and a video's poster) deleted and the target failed with HELD_BACK and the labels."""
+    output (and a video's poster) deleted and the target failed with HELD_BACK and the labels.
+    `max_pixels`: the job's pixel limit, which the check's decoders keep to as the worker's do."""
     if checker is None or spec is None or outcome.status not in ("done", "no_face") or not out_path.is_file():
         return outcome
-    labels = check_output(checker, spec, out_path, is_video)
+    labels = check_output(checker, spec, out_path, is_video, max_pixels)
     if not labels:
         return outcome
     out_path.unlink(missing_ok=True)

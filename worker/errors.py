@@ -44,3 +44,11 @@ class TargetError(WorkerError):
 
 class NoFaceFound(TargetError):
     pass
+
+
+def unreadable(name: str, exc: OSError) -> TargetError:
+    """The error of a target file that cannot be looked up or opened: "file not found" (code
+    `missing`), or "cannot read" with the system's reason."""
+    if isinstance(exc, FileNotFoundError):
+        return TargetError(f"file not found: {name}", "missing", name=name)
+    return TargetError(f"cannot read {name}: {exc.strerror}")

@@ -29,7 +29,8 @@ Nothing here runs a process: `worker.video` does. Choices made once, here, and w
   stream-copy step. A muxing failure (an audio codec the container refuses) can then be retried
   with AAC without running the face swap again. No `-shortest`: it would cut the last video frames
   of a source whose audio ends early; the audio is the source's own, so its length already fits.
-- `.webm` targets become `.mp4` outputs (`output_name_for_video`): WebM holds only VP8/VP9/AV1.
+- `.webm` targets become `.mp4` outputs (`worker.manifest.output_name_for_video`): WebM holds only
+  VP8/VP9/AV1.
 - On a GPU node the decoder may use the GPU (`-hwaccel cuda`; frames still come back as BGR in
   memory, and a stream the GPU cannot decode falls back to the CPU inside ffmpeg) and the encoder
   NVENC (`h264_nvenc`, constant quality 19, close to x264's CRF 18), when `worker.hwcodec` found
@@ -45,7 +46,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .errors import TargetError
-from .manifest import output_name_for_video  # noqa: F401 - the naming rule lives with the manifest
 
 FFMPEG = "ffmpeg"
 FFPROBE = "ffprobe"
@@ -130,14 +130,18 @@ def decode_command(path: Any, stream_index: int, version: tuple[int, int] | None
             "-f", "rawvideo", "-pix_fmt", "bgr24", "-"]
 
 
-def poster_command(path: Any, out: Any, at_seconds: float, side: int, stream_index: int | None = None,
-                   max_pixels: int | None = None) -> list[str]:
-    """One frame of `path` at `at_seconds` (of stream `stream_index`; None: ffmpeg's choice), at
-    most `side` pixels wide, written to `out` as JPEG."""
+def frame_command(path: Any, at_seconds: float, out: Any = None, *, codec: str = "png", side: int | None = None,
+                  stream_index: int | None = None, max_pixels: int | None = None) -> list[str]:
+    """ONE upright frame of `path` at `at_seconds`, encoded by `codec` ("png", "mjpeg") into the file
+    `out`, or onto stdout when `out` is None: a video's poster, a frame for the content check.
+    `stream_index`: of that stream (None: ffmpeg's choice); `side`: at most that many pixels wide
+    (None: full size). It decodes as every command here does (`input_args`): the file protocol and
+    video demuxers only, and no picture over `max_pixels`."""
     stream = ["-map", f"0:{stream_index}"] if stream_index is not None else []
+    scale = ["-vf", f"scale='min({side},iw)':-2"] if side is not None else []
+    muxer, target = ("image2", file_url(out)) if out is not None else ("image2pipe", "-")
     return [FFMPEG, "-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-ss", f"{at_seconds:.3f}",
-            *input_args(path, max_pixels), *stream, "-frames:v", "1",
-            "-vf", f"scale='min({side},iw)':-2", "-f", "image2", "-c:v", "mjpeg", file_url(out)]
+            *input_args(path, max_pixels), *stream, "-frames:v", "1", *scale, "-f", muxer, "-c:v", codec, target]
 
 
 def encoder_args(nvenc_gpu: int | None = None, version: tuple[int, int] | None = None) -> list[str]:

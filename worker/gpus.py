@@ -13,7 +13,6 @@ import threading
 import time
 from typing import Callable, Iterable
 
-
 #: how long a stopped task waits for its GPU threads to clean up (Slurm's KillWait is 30 s by default)
 STOP_WAIT_S = 20
 

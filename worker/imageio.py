@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
-from .errors import TargetError
+from .errors import TargetError, unreadable
+from .provenance import LABELLED_FORMATS, save_args, write_label
 
 # Our own limit is checked explicitly below; Pillow's global one would raise a different error.
 Image.MAX_IMAGE_PIXELS = None
@@ -55,10 +56,8 @@ def require_nonempty_file(path: str | os.PathLike, name: str | None = None) -> P
     name = name or path.name
     try:
         size = path.stat().st_size
-    except FileNotFoundError:
-        raise TargetError(f"file not found: {name}", "missing", name=name) from None
     except OSError as exc:
-        raise TargetError(f"cannot read {name}: {exc.strerror}") from None
+        raise unreadable(name, exc) from None
     if size == 0:
         raise TargetError(f"{name} is empty (0 bytes); upload the file again", "empty", name=name)
     return path
@@ -99,7 +98,7 @@ def load_image(path: str | os.PathLike, max_pixels: int, name: str | None = None
         notes = []
         try:
             im = ImageOps.exif_transpose(im)
-        except Exception:  # a broken EXIF block must not lose the image itself
+        except Exception:  # noqa: BLE001 - a broken EXIF block must not lose the image itself
             notes.append("EXIF orientation unreadable, used as stored")
         rgb, alpha, note = _to_rgb8(im)
         if note:
@@ -144,8 +143,6 @@ def save_image(path: str | os.PathLike, bgr: np.ndarray, alpha: np.ndarray | Non
     so no output is ever seen (or kept by a retried task) without it; ValueError for a format
     that has no place for it (BMP).
     """
-    from .provenance import LABELLED_FORMATS, save_args, write_label
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     rgb = np.ascontiguousarray(bgr[:, :, ::-1])

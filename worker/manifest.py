@@ -51,18 +51,22 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .choices import ENGINE_NAMES, FACE_SELECTORS, FaceSelector  # noqa: F401 - FaceSelector re-exported
+from .content_safety import SafetySpec
 from .errors import ManifestError
 from .layout import OutputFolder
 from .modelset import ModelPin
-from .content_safety import SafetySpec
 
-#: the newest manifest version this worker reads and writes (`Manifest.version` says which one a
-#: manifest is written as); READABLE_VERSIONS are those it reads
-MANIFEST_VERSION = 2
+#: the manifest versions this worker reads (`Manifest.version` says which one a manifest is written as)
 READABLE_VERSIONS = (1, 2)
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm")
+
+
+def is_video_name(name: str | None) -> bool:
+    """Whether a file name (or path) is a video's, by its extension in any case; "" and None are not.
+    The one test of "is this a video" for the worker and the portal alike."""
+    return (name or "").lower().endswith(VIDEO_EXTENSIONS)
 
 #: a 50-megapixel default keeps one decoded frame under ~150 MB (RGB) on a node
 DEFAULT_MAX_PIXELS = 50_000_000
@@ -101,7 +105,7 @@ class Target:
 
     @property
     def is_video(self) -> bool:
-        return self.path.lower().endswith(VIDEO_EXTENSIONS)
+        return is_video_name(self.path)
 
 
 @dataclass(frozen=True)
@@ -315,7 +319,7 @@ def default_output_name(target_path: str) -> str:
     H.264 (WebM) are written as .mp4, and photos whose format cannot hold the provenance label
     (BMP) as .png."""
     name = PurePosixPath(target_path).name
-    return output_name_for_video(name) if name.lower().endswith(VIDEO_EXTENSIONS) else output_name_for_image(name)
+    return output_name_for_video(name) if is_video_name(name) else output_name_for_image(name)
 
 
 #: photo extensions whose format has no place for the provenance label (`worker.provenance`):

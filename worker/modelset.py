@@ -25,6 +25,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping
 
 from .errors import ManifestError, ModelError
+from .weights import (
+    DEFAULT_REGISTRY,
+    ENHANCER_MODEL,
+    INSIGHTFACE_MODELS,
+    POSE_MODEL,
+    HashCache,
+    ModelSpec,
+    check_models,
+)
 
 
 @dataclass(frozen=True)
@@ -80,8 +89,6 @@ def pinned_registry(pin: ModelPin, registry: Mapping | None):
     """The model registry with the pin's hashes in place of the built-in ones. A pinned file is
     matched to a registry entry by its registry name or file name; a new hash drops the built-in
     size (a new model version may be larger). Files the registry does not know are added."""
-    from .models import DEFAULT_REGISTRY, ModelSpec
-
     registry = dict(registry or DEFAULT_REGISTRY)
     for f in pin.files:
         spec = next((s for s in registry.values() if f.name in (s.name, s.file)), None)
@@ -97,8 +104,6 @@ def verify_pinned(pin: ModelPin, registry: Mapping | None = None) -> dict:
 
     Raises ModelError in plain words naming the set, the file and what to do when one is missing
     or its SHA-256 differs: the job must not run on other models than the ones it was pinned to."""
-    from .models import check_models
-
     registry = pinned_registry(pin, registry)
     names = [next(s.name for s in registry.values() if f.name in (s.name, s.file)) for f in pin.files]
     bad = [s for s in check_models(pin.folder, names, registry) if not s.ok]
@@ -115,20 +120,16 @@ def verify_pinned(pin: ModelPin, registry: Mapping | None = None) -> dict:
 
 def insightface_used(registry: Mapping | None, names: Iterable[str]) -> list[dict[str, str]]:
     """The files an insightface engine loaded: verified against `registry`, so their hashes are its."""
-    from .models import DEFAULT_REGISTRY
-
     registry = registry or DEFAULT_REGISTRY
     return [{"name": registry[n].file, "sha256": registry[n].sha256} for n in names]
 
 
 def files_used(paths: Iterable[str | os.PathLike]) -> list[dict[str, str]]:
     """Name and SHA-256 of model files loaded without a registry (the classic engine's dlib files);
-    hashed once per (file, size, mtime) thanks to the models' hash cache."""
-    from .models import _HashCache
-
+    hashed once per (file, size, mtime) thanks to the models' hash cache (`worker.weights.HashCache`)."""
     out = []
     for p in map(Path, paths):
-        cache = _HashCache(p.parent)
+        cache = HashCache(p.parent)
         out.append({"name": p.name, "sha256": cache.sha256(p, p.stat())})
         cache.save()
     return out
@@ -139,8 +140,6 @@ def engine_models(engine, registry: Mapping | None) -> list[dict[str, str]]:
     An engine whose files cannot be hashed records none rather than fail the task."""
     try:
         if engine.name == "insightface":
-            from .models import ENHANCER_MODEL, INSIGHTFACE_MODELS, POSE_MODEL
-
             # The optional models count when the engine loaded them (an admin installed them).
             extra = tuple(name for name, part in ((POSE_MODEL, "head_turn"), (ENHANCER_MODEL, "enhancer"))
                           if getattr(engine, part, None) is not None)

@@ -11,7 +11,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -19,7 +19,7 @@ import numpy as np
 from .engines.base import Engine, Face, Identity
 from .errors import TargetError
 from .imageio import format_for, load_image, part_path, save_image
-from .manifest import VIDEO_EXTENSIONS, EngineOptions, output_name_for_image
+from .manifest import EngineOptions, is_video_name, output_name_for_image, output_name_for_video
 from .pipeline import Later
 from .selection import select_faces
 from .tracking import SteadyFaces, decide
@@ -209,7 +209,7 @@ def process_target(
     target, output = Path(target), Path(output)
     name = name or target.name
     try:
-        if PurePosixPath(name).suffix.lower() in VIDEO_EXTENSIONS:
+        if is_video_name(name):
             return _process_video(swapper, target, output, on_frames, tmp_root, name, poster, cancel)
         return _process_image(swapper, target, output, name)
     except TargetError as exc:
@@ -278,7 +278,6 @@ def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> O
 
 def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, name: str, poster=None,
                    cancel: threading.Event | None = None) -> Outcome:
-    from .ffmpeg import output_name_for_video
     from .video import probe_video, process_video
 
     if output_name_for_video(output.name) != output.name:

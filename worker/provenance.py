@@ -27,10 +27,13 @@ import json
 import os
 import re
 import struct
+import subprocess
 import zlib
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr, unescape
+
+from .ffmpeg import FFPROBE, file_url
 
 GENERATOR = "FaceFusion Portal"
 MODIFIED = "face fusion"
@@ -242,10 +245,6 @@ def _tiff_label(path: Path) -> dict | None:
 
 
 def _video_label(path: Path) -> dict | None:
-    import subprocess
-
-    from .ffmpeg import FFPROBE, file_url
-
     cmd = [FFPROBE, "-v", "error", "-protocol_whitelist", "file", "-print_format", "json", "-show_format",
            file_url(path.absolute())]
     proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)

@@ -14,17 +14,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .content_safety import load_checker, screen_output
 from .engines import load_engine
-from .gpus import run_on_each, visible_gpus
 from .errors import ManifestError, TargetError, WorkerError
+from .gpus import run_on_each, visible_gpus
 from .manifest import Manifest
 from .modelset import engine_models, verify_pinned
 from .process import Outcome, build_swapper, process_target
 from .progress import ProgressWriter, TargetRecord, TaskProgress
 from .provenance import label_for
-from .content_safety import load_checker, screen_output
 from .signals import Terminated
 from .targetfile import allowed_folders, open_target
+from .weights import MODELS_DIR_ENV, REGISTRY_ENV, load_registry
 
 log = logging.getLogger("worker.run")
 
@@ -64,8 +65,8 @@ class TaskConfig:
         return cls(
             manifest=manifest,
             task_index=task_index,
-            models_dir=models_dir or env.get("FACEFUSION_MODELS_DIR"),
-            registry_path=registry_path or env.get("FACEFUSION_MODEL_REGISTRY"),
+            models_dir=models_dir or env.get(MODELS_DIR_ENV),
+            registry_path=registry_path or env.get(REGISTRY_ENV),
             # Slurm sets TMPDIR to node-local scratch on most sites; video temp files go there.
             tmp_root=env.get("TMPDIR"),
             test_allocate_mb=test_allocate_mb if test_allocate_mb is not None else _whole(env.get("FFP_TEST_ALLOCATE_MB")),
@@ -115,8 +116,6 @@ def run_task(cfg: TaskConfig) -> int:
 
     registry = None
     if cfg.registry_path:
-        from .models import load_registry
-
         registry = load_registry(cfg.registry_path)
     t0 = time.perf_counter()
     try:
@@ -182,7 +181,7 @@ def run_task(cfg: TaskConfig) -> int:
             writer.finish()
             raise
         # Checked before the record says done: the portal fetches only outputs its record calls done.
-        outcome = screen_output(checker, m.safety, outcome, out_path, target.is_video, poster)
+        outcome = screen_output(checker, m.safety, outcome, out_path, target.is_video, poster, m.engine.max_pixels)
         rec.status, rec.message, rec.code, rec.params = outcome.status, outcome.message, outcome.code, outcome.params
         rec.faces_found, rec.faces_swapped = outcome.faces_found, outcome.faces_swapped
         rec.seconds = round(time.perf_counter() - t1, 3)

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import TargetError
+from .errors import TargetError, unreadable
 from .layout import JobFolder
 
 LINK_OUTSIDE = "skipped: it is a link that leads outside the folders you may use"
@@ -106,10 +106,8 @@ def open_target(path: str | os.PathLike, allowed: Allowed | None = None) -> Iter
     written = posixpath.normpath(os.path.abspath(path))
     try:
         is_link = stat.S_ISLNK(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        raise TargetError(f"file not found: {name}", "missing", name=name) from None
     except OSError as exc:
-        raise TargetError(f"cannot read {name}: {exc.strerror}") from None
+        raise unreadable(name, exc) from None
     real = os.path.realpath(path)
     why = _refusal(real, written, is_link, allowed)
     if why:
@@ -117,14 +115,12 @@ def open_target(path: str | os.PathLike, allowed: Allowed | None = None) -> Iter
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(real, flags)
-    except FileNotFoundError:
-        raise TargetError(f"file not found: {name}", "missing", name=name) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a link again: it changed since the check
             raise TargetRefused(LINK_OUTSIDE if allowed.roots is not None else LINK_UNCHECKED) from None
         if exc.errno == errno.ENXIO:  # a socket
             raise TargetRefused(NOT_A_FILE) from None
-        raise TargetError(f"cannot read {name}: {exc.strerror}") from None
+        raise unreadable(name, exc) from None
     try:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode):

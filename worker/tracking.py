@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-import cv2
 import numpy as np
 
 from .engines.base import Face

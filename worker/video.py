@@ -32,9 +32,10 @@ import numpy as np
 from . import ffmpeg as ff
 from . import hwcodec
 from .errors import TargetError
+from .ffmpeg import VideoInfo
 from .imageio import part_path, pixel_limit_error, require_nonempty_file
-from .ffmpeg import VideoInfo, output_name_for_video  # noqa: F401  (part of this module's API)
 from .pipeline import EncoderGone, FramePipe, StageTimes, check_frame, handed_over, widen_pipe
+from .provenance import metadata_args
 from .signals import Terminated
 
 log = logging.getLogger("worker.video")
@@ -345,8 +346,6 @@ def _log_tail(log: IO[bytes]) -> str:
 def _mux(video: Path, src: Path, out: Path, container: str, info: VideoInfo, label: dict | None = None) -> str:
     """Add the source's audio (and the provenance label) to the encoded video; returns what
     happened to the audio."""
-    from .provenance import metadata_args
-
     meta = metadata_args(label)
     audio = ff.audio_args(container, info.audio_codecs)
     proc = _run(ff.mux_command(video, src, out, container, audio, meta), MUX_TIMEOUT_S)

@@ -28,24 +28,53 @@ Traps of 22.05's JSON, all seen on the real cluster (samples in tests/cluster/sa
 """
 from .accounting import AccountingAnswer, accounting_when_needed_argv, parse_accounting_when_needed
 from .commands import (
-    sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv,
+    sacct_argv,
+    sacct_exit_codes_argv,
+    sbatch_argv,
+    scancel_argv,
+    scontrol_partitions_argv,
+    sinfo_argv,
     squeue_argv,
 )
+from .history import GpuUse, gpu_history_argv, parse_gpu_history
 from .limits import ClusterLimits, chunk_size_for, parse_scontrol_config, sbatch_refusal, scontrol_config_argv
-from .output import (
-    SlurmPartition, SlurmTask, expand_array_range, find_job_by_name, parse_sacct, parse_sacct_exit_codes,
-    parse_sbatch_parsable, parse_scontrol_partitions, parse_squeue,
-)
 from .nodes import (
-    SlurmNode, dead_nodes_argv, expand_hostlist, gres_gpu_types, parse_dead_nodes, parse_sinfo, parse_slurm_release,
+    SlurmNode,
+    dead_nodes_argv,
+    expand_hostlist,
+    gres_gpu_types,
+    parse_dead_nodes,
+    parse_sinfo,
+    parse_slurm_release,
     reserves_gpus,
 )
+from .output import (
+    SlurmPartition,
+    SlurmTask,
+    expand_array_range,
+    find_job_by_name,
+    parse_sacct,
+    parse_sacct_exit_codes,
+    parse_sbatch_parsable,
+    parse_scontrol_partitions,
+    parse_squeue,
+)
 from .queue import parse_squeue_tasks, squeue_tasks_argv
-from .history import GpuUse, gpu_history_argv, parse_gpu_history
 from .reservations import (
-    REFUSAL_CODES, NodeGpus, SlurmReservation, gpu_inventory_argv, parse_gpu_inventory,
-    parse_reservations, parse_slurm_time, reservation_create_argv, reservation_delete_argv, reservation_refusal,
-    reservation_update_argv, reservations_show_argv, slurm_time, window_minutes,
+    REFUSAL_CODES,
+    NodeGpus,
+    SlurmReservation,
+    gpu_inventory_argv,
+    parse_gpu_inventory,
+    parse_reservations,
+    parse_slurm_time,
+    reservation_create_argv,
+    reservation_delete_argv,
+    reservation_refusal,
+    reservation_update_argv,
+    reservations_show_argv,
+    slurm_time,
+    window_minutes,
 )
 
 __all__ = [

@@ -10,6 +10,9 @@ import re
 
 _JOB_ID = re.compile(r"^\d+(_\d+)?$")
 
+#: put before a command that reads or prints times: Slurm uses the caller's time zone, the portal UTC
+IN_UTC = ("env", "TZ=UTC")
+
 
 def checked_job_ids(job_ids: list[str] | None) -> list[str]:
     """The ids as text, each checked to be a Slurm job id ("123" or "123_4")."""

@@ -10,8 +10,9 @@ import dataclasses
 from datetime import datetime
 
 from ..errors import SlurmError
-from .output import _gpus_from_tres_string
-from .reservations import _UTC, parse_slurm_time, slurm_time
+from .commands import IN_UTC
+from .output import tres_gpus
+from .reservations import parse_slurm_time, slurm_time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +38,7 @@ def gpu_history_argv(since: datetime, until: datetime) -> list[str]:
     """
     if not since < until:
         raise ValueError(f"the history window must end after it starts: {since!r} .. {until!r}")
-    return [*_UTC, "sacct", "--allusers", "--allocations", "--duplicates", "--truncate", "--state=RUNNING",
+    return [*IN_UTC, "sacct", "--allusers", "--allocations", "--duplicates", "--truncate", "--state=RUNNING",
             "--starttime=" + slurm_time(since), "--endtime=" + slurm_time(until),
             "--parsable2", "--noheader", "--format=Start,End,AllocTRES"]
 
@@ -56,7 +57,7 @@ def parse_gpu_history(stdout: str) -> list[GpuUse]:
         if len(fields) != 3:
             raise SlurmError(f"sacct line {number} is not Start|End|AllocTRES: {line[:200]!r}")
         start, end = parse_slurm_time(fields[0]), parse_slurm_time(fields[1])
-        gpus = _gpus_from_tres_string(fields[2])
+        gpus = tres_gpus(fields[2])
         if start is None or gpus <= 0:
             continue
         uses.append(GpuUse(start=start, end=end, gpus=gpus))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .output import _load, _num, _records
+from .output import json_number, json_records, load_answer
 
 #: node states and flags in which a new task gets nothing from the node
 _UNUSABLE_NODE_STATES = {"down", "drained", "draining", "fail", "failing", "future", "unknown", "inval"}
@@ -33,31 +33,34 @@ class SlurmNode:
     state_flags: list[str] = dataclasses.field(default_factory=list)  # ["DRAIN"], ...
 
     @property
+    def usable(self) -> bool:
+        """Whether a new task could get anything from the node: not down, failed, drained or draining."""
+        return self.state not in _UNUSABLE_NODE_STATES and not _UNUSABLE_NODE_FLAGS & set(self.state_flags)
+
+    @property
     def gpus_free(self) -> int:
-        """GPUs a new task could get now: none on a node that is down, drained or draining."""
-        if self.state in _UNUSABLE_NODE_STATES or _UNUSABLE_NODE_FLAGS & set(self.state_flags):
-            return 0
-        return max(self.gpus - self.gpus_used, 0)
+        """GPUs a new task could get now: none on a node that is not `usable`."""
+        return max(self.gpus - self.gpus_used, 0) if self.usable else 0
 
 
 def parse_sinfo(json_text: str) -> list[SlurmNode]:
     """Nodes from `sinfo --json`, in the order sinfo names them, whichever shape it printed."""
-    data = _load(json_text, "sinfo")
+    data = load_answer(json_text, "sinfo")
     if "sinfo" in data:
-        return _from_groups(_records(data, "sinfo"))
+        return _from_groups(json_records(data, "sinfo"))
     nodes = []
-    for rec in _records(data, "nodes"):
+    for rec in json_records(data, "nodes"):
         gres = str(rec.get("gres") or "")
         nodes.append(_node(str(rec.get("name") or ""), str(rec.get("state") or ""),
                            [str(f) for f in rec.get("state_flags") or []],
-                           [str(p) for p in rec.get("partitions") or []], _num(rec.get("cpus")),
-                           _num(rec.get("real_memory")), gres, str(rec.get("gres_used") or "")))
+                           [str(p) for p in rec.get("partitions") or []], json_number(rec.get("cpus")),
+                           json_number(rec.get("real_memory")), gres, str(rec.get("gres_used") or "")))
     return nodes
 
 
 def parse_slurm_release(json_text: str) -> str:
     """The Slurm release ("24.11.5") a `--json` answer names in its meta ("" when it names none)."""
-    meta = (_load(json_text, "Slurm").get("meta") or {})
+    meta = (load_answer(json_text, "Slurm").get("meta") or {})
     return str((meta.get("Slurm") or meta.get("slurm") or {}).get("release") or "")
 
 
@@ -96,8 +99,8 @@ def _from_groups(groups: list[dict]) -> list[SlurmNode]:
                     continue
                 # Alike nodes share a group: cpus and memory per node are its minimum (= maximum).
                 by_name[name] = _node(name, states[0] if states else "", states[1:], [partition] if partition else [],
-                                      _num((rec.get("cpus") or {}).get("maximum")),
-                                      _num((rec.get("memory") or {}).get("maximum")),
+                                      json_number((rec.get("cpus") or {}).get("maximum")),
+                                      json_number((rec.get("memory") or {}).get("maximum")),
                                       str(gres.get("total") or ""), str(gres.get("used") or ""))
     return list(by_name.values())
 
@@ -114,7 +117,17 @@ _GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,()]+))?:(\d+)")
 
 def _gpu_count(gres: str) -> int:
     """GPUs in a gres text: "gpu:h200:2" -> 2, "gpu:h200:1(IDX:1),gpu:a100:2(IDX:0-1)" -> 3."""
-    return sum(int(m.group(2)) for m in _GRES_GPU.finditer(gres))
+    return sum(gpus_by_type(gres).values())
+
+
+def gpus_by_type(gres: str) -> dict[str, int]:
+    """GPUs in a gres text by type, in the order named: "gpu:a100:4,gpu:v100:2" -> {"a100": 4, "v100": 2};
+    "gpu:h200:2(S:0-1)" -> {"h200": 2}; an untyped "gpu:2" counts under ""."""
+    counts: dict[str, int] = {}
+    for match in _GRES_GPU.finditer(gres):
+        gpu_type = match.group(1) or ""
+        counts[gpu_type] = counts.get(gpu_type, 0) + int(match.group(2))
+    return counts
 
 
 def gres_gpu_types(gres: str) -> list[str]:

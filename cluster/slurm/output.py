@@ -63,9 +63,11 @@ class SlurmPartition:
     gpus: int  # configured GPUs of its nodes (TRES gres/gpu=N)
 
 
-# ---- helpers ------------------------------------------------------------------------------------
+# ---- reading Slurm's JSON (shared with `nodes`, `queue`, `history`) ------------------------------
 
-def _load(text: str, what: str) -> dict:
+def load_answer(text: str, what: str) -> dict:
+    """The JSON object a Slurm command printed (`what` names the command in messages). SlurmError
+    when it is not JSON, not an object, or reports an error ("nothing found" is an empty answer)."""
     try:
         data = json.loads(text)
     except (TypeError, ValueError):
@@ -81,7 +83,7 @@ def _load(text: str, what: str) -> dict:
     return data
 
 
-def _num(value: Any) -> int | None:
+def json_number(value: Any) -> int | None:
     """An int from 22.05's plain numbers or later versions' {"set", "infinite", "number"} objects."""
     if isinstance(value, dict):
         if not value.get("set", True) or value.get("infinite"):
@@ -96,7 +98,7 @@ def _num(value: Any) -> int | None:
 
 
 def _epoch(value: Any) -> int | None:
-    number = _num(value)
+    number = json_number(value)
     return number if number else None  # 0 means "not yet" / "unknown"
 
 
@@ -104,7 +106,7 @@ def _wait_status(raw: Any) -> tuple[int | None, int | None]:
     """(exit code, signal) from squeue's raw wait status (or a newer JSON structure)."""
     if isinstance(raw, dict) and "status" in raw:
         return _exit_struct(raw)
-    status = _num(raw)
+    status = json_number(raw)
     if status is None:
         return None, None
     if status & 0x7F:
@@ -119,21 +121,22 @@ def _exit_struct(value: Any) -> tuple[int | None, int | None]:
     status = str(value.get("status") or "").upper()
     if "SIGNALED" in status:
         sig = value.get("signal") or {}
-        return None, _num(sig.get("signal_id") if isinstance(sig, dict) else sig)
+        return None, json_number(sig.get("signal_id") if isinstance(sig, dict) else sig)
     if status in ("SUCCESS", "ERROR") or "SUCCESS" in status or "ERROR" in status:
-        return _num(value.get("return_code")), None
+        return json_number(value.get("return_code")), None
     return None, None  # PENDING, CORE_DUMPED without detail, unknown
 
 
 def _gpus_from_pairs(pairs: list[tuple[str, Any]]) -> int:
-    counts = {key: _num(count) or 0 for key, count in pairs}
+    counts = {key: json_number(count) or 0 for key, count in pairs}
     if "gpu" in counts:
         return counts["gpu"]
     return sum(count for key, count in counts.items() if key.startswith("gpu:"))
 
 
-def _gpus_from_tres_string(text: str | None) -> int:
-    # "cpu=1,mem=200M,node=1,billing=1,gres/gpu=1" (typed form: "gres/gpu:h200=1")
+def tres_gpus(text: str | None) -> int:
+    """GPUs in a TRES text: "cpu=1,mem=200M,node=1,billing=1,gres/gpu=1" -> 1 (typed form:
+    "gres/gpu:h200=1"); 0 without any."""
     pairs = [item.split("=", 1) for item in (text or "").split(",") if "=" in item]
     return _gpus_from_pairs([(k[len("gres/"):], v) for k, v in pairs if k.startswith("gres/")])
 
@@ -168,7 +171,8 @@ def expand_array_range(text: str) -> list[int]:
     return sorted(set(indexes))
 
 
-def _records(data: dict, key: str = "jobs") -> list[dict]:
+def json_records(data: dict, key: str = "jobs") -> list[dict]:
+    """The objects of the list `data[key]` (none when absent); SlurmError when it is not a list."""
     records = data.get(key) or []
     if not isinstance(records, list):
         raise SlurmError(f"Slurm's JSON has no list of {key}")
@@ -184,7 +188,8 @@ def _expand(job_id: str, array_id: int, task_id: int | None, pending: str | None
     return [SlurmTask(job_id, task_id if array_id else None, **fields)]
 
 
-def _sorted(tasks: list[SlurmTask]) -> list[SlurmTask]:
+def sorted_tasks(tasks: list[SlurmTask]) -> list[SlurmTask]:
+    """The tasks in job id order, then by array index (a task without one first)."""
     return sorted(tasks, key=lambda t: (int(t.job_id), -1 if t.task_index is None else t.task_index))
 
 
@@ -203,9 +208,9 @@ def parse_squeue(json_text: str, job_ids: list[str] | None = None) -> list[Slurm
     """Tasks in `squeue --json` output, collapsed pending arrays expanded; only `job_ids` if given."""
     wanted = set(checked_job_ids(job_ids)) if job_ids else None
     tasks: list[SlurmTask] = []
-    for rec in _records(_load(json_text, "squeue")):
-        array_id = _num(rec.get("array_job_id")) or 0
-        job_id = str(array_id or _num(rec.get("job_id")))
+    for rec in json_records(load_answer(json_text, "squeue")):
+        array_id = json_number(rec.get("array_job_id")) or 0
+        job_id = str(array_id or json_number(rec.get("job_id")))
         if wanted is not None and job_id not in wanted:
             continue
         state = base_state(rec.get("job_state"))
@@ -221,12 +226,12 @@ def parse_squeue(json_text: str, job_ids: list[str] | None = None) -> list[Slurm
             exit_code=exit_code, signal=sig,
             elapsed_seconds=(end - start) if done and start and end else None,
             name=str(rec.get("name") or ""), comment=str(rec.get("comment") or ""),
-            gpus=_gpus_from_tres_string(rec.get("tres_alloc_str")),
+            gpus=tres_gpus(rec.get("tres_alloc_str")),
             start_time=start, end_time=end if done else None,  # a running job's end is a forecast
         )
-        tasks += _expand(job_id, array_id, _num(rec.get("array_task_id")),
+        tasks += _expand(job_id, array_id, json_number(rec.get("array_task_id")),
                          str(rec.get("array_task_string") or ""), fields)
-    return _sorted(tasks)
+    return sorted_tasks(tasks)
 
 
 def parse_sacct_exit_codes(text: str) -> dict[str, tuple[int | None, int | None]]:
@@ -263,10 +268,10 @@ def parse_sacct(json_text: str, exit_codes: str | None = None) -> list[SlurmTask
     """
     codes = parse_sacct_exit_codes(exit_codes) if exit_codes else {}
     by_key: dict[tuple[str, int | None], SlurmTask] = {}
-    for rec in _records(_load(json_text, "sacct")):
-        raw_id = str(_num(rec.get("job_id")))
+    for rec in json_records(load_answer(json_text, "sacct")):
+        raw_id = str(json_number(rec.get("job_id")))
         array = rec.get("array") or {}
-        array_id = _num(array.get("job_id")) or 0
+        array_id = json_number(array.get("job_id")) or 0
         job_id = str(array_id or raw_id)
         state_info = rec.get("state") or {}
         state = base_state(state_info.get("current") if isinstance(state_info, dict) else state_info)
@@ -285,17 +290,17 @@ def parse_sacct(json_text: str, exit_codes: str | None = None) -> list[SlurmTask
             reason=str(state_info.get("reason") or "") if isinstance(state_info, dict) else "",
             node="" if node == "None assigned" else node,
             exit_code=exit_code, signal=sig,
-            elapsed_seconds=_num(times.get("elapsed")) if start else None,
+            elapsed_seconds=json_number(times.get("elapsed")) if start else None,
             name=str(rec.get("name") or ""),
             comment=str((comment.get("job") if isinstance(comment, dict) else comment) or ""),
             gpus=_gpus_from_tres_list((rec.get("tres") or {}).get("allocated")),
             start_time=start, end_time=end,
         )
         pending = array.get("task")
-        for task in _expand(job_id, array_id, _num(array.get("task_id")),
+        for task in _expand(job_id, array_id, json_number(array.get("task_id")),
                             str(pending) if pending else None, fields):
             by_key[(task.job_id, task.task_index)] = task  # a later record (requeue) wins
-    return _sorted(list(by_key.values()))
+    return sorted_tasks(list(by_key.values()))
 
 
 _PARTITION_FIELD = re.compile(r"(\w+)=(\S*)")
@@ -313,8 +318,8 @@ def parse_scontrol_partitions(text: str) -> list[SlurmPartition]:
         partitions.append(SlurmPartition(
             name=fields["PartitionName"], state=fields.get("State", "").upper(),
             is_default=fields.get("Default", "NO").upper() == "YES", max_time=fields.get("MaxTime", ""),
-            nodes="" if nodes == "(null)" else nodes, total_cpus=_num(fields.get("TotalCPUs")) or 0,
-            total_nodes=_num(fields.get("TotalNodes")) or 0, gpus=_num(tres.get("gres/gpu")) or 0))
+            nodes="" if nodes == "(null)" else nodes, total_cpus=json_number(fields.get("TotalCPUs")) or 0,
+            total_nodes=json_number(fields.get("TotalNodes")) or 0, gpus=json_number(tres.get("gres/gpu")) or 0))
     return partitions
 
 

@@ -41,8 +41,8 @@ from datetime import datetime, timezone
 
 from ..errors import SlurmError
 from ..states import base_state
-from .commands import checked_job_ids
-from .output import SlurmTask, _gpus_from_tres_string, _sorted, expand_array_range
+from .commands import IN_UTC, checked_job_ids
+from .output import SlurmTask, expand_array_range, sorted_tasks, tres_gpus
 
 #: the columns asked for, in order (`squeue --Format` names)
 FIELDS = ("ArrayJobID", "ArrayTaskID", "State", "Reason", "NodeList", "tres-alloc", "StartTime", "RestartCnt")
@@ -62,7 +62,7 @@ def squeue_tasks_argv(job_ids: list[str]) -> list[str]:
     """`squeue` text of every task of these jobs, whatever its state, one line each."""
     if not job_ids:
         raise ValueError("squeue_tasks_argv needs at least one job id")
-    return ["env", "TZ=UTC", "squeue", "--noheader", "--array", "--states=all", "--jobs=" + ",".join(checked_job_ids(job_ids)),
+    return [*IN_UTC, "squeue", "--noheader", "--array", "--states=all", "--jobs=" + ",".join(checked_job_ids(job_ids)),
             "--Format=" + _FORMAT]
 
 
@@ -80,7 +80,7 @@ def parse_squeue_tasks(stdout: str, rc: int = 0, stderr: str = "") -> list[Slurm
     for line in (stdout or "").splitlines():
         if line.strip():
             tasks += _tasks_of(line)
-    return _sorted(tasks)
+    return sorted_tasks(tasks)
 
 
 def _tasks_of(line: str) -> list[SlurmTask]:
@@ -90,7 +90,7 @@ def _tasks_of(line: str) -> list[SlurmTask]:
     job_id, task, state, reason, node, tres, start, restarts = (p.strip() for p in parts[:-1])
     state = base_state(state)
     fields = dict(state=state, reason=_reason_code(reason), node=node,
-                  gpus=_gpus_from_tres_string(tres) if node else 0,  # a pending job's "alloc" is its request
+                  gpus=tres_gpus(tres) if node else 0,  # a pending job's "alloc" is its request
                   start_time=_utc_epoch(start), restarts=int(restarts) if restarts.isdigit() else 0)
     if task == "N/A":
         return [SlurmTask(job_id, None, **fields)]

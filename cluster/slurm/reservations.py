@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from ..errors import SlurmError
-from .commands import sinfo_argv
-from .nodes import _GRES_GPU, _UNUSABLE_NODE_FLAGS, _UNUSABLE_NODE_STATES, expand_hostlist, parse_sinfo
+from .commands import IN_UTC, sinfo_argv
+from .nodes import expand_hostlist, gpus_by_type, parse_sinfo
 
 _RESERVATION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -29,7 +29,6 @@ _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _NODE_NAME = re.compile(r"[A-Za-z0-9_.-]+(?:\[[0-9,-]+\][A-Za-z0-9_.-]*)?")
 _PARTITION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
-_UTC = ["env", "TZ=UTC"]
 
 
 # ---- records ------------------------------------------------------------------------------------
@@ -122,7 +121,7 @@ def reservation_create_argv(name: str, start: datetime | str, minutes: int, user
     counts = [core_count] if isinstance(core_count, int) else list(core_count)
     if not counts or (len(counts) > 1 and len(counts) != len(nodes)):
         raise ValueError(f"give one core count, or one per node: {core_count!r}")
-    argv = [*_UTC, "scontrol", "create", "reservation",
+    argv = [*IN_UTC, "scontrol", "create", "reservation",
             "reservationname=" + _checked(_RESERVATION_NAME, "reservation name", name),
             "starttime=" + slurm_time(start),
             f"duration={_positive('the duration in minutes', minutes)}",
@@ -143,7 +142,8 @@ def reservation_create_argv(name: str, start: datetime | str, minutes: int, user
 def reservation_update_argv(name: str, *, start: datetime | str | None = None,
                             minutes: int | None = None) -> list[str]:
     """`scontrol update reservation`: a new start and/or length (a booking moved or extended)."""
-    argv = [*_UTC, "scontrol", "update", "reservationname=" + _checked(_RESERVATION_NAME, "reservation name", name)]
+    argv = [*IN_UTC, "scontrol", "update",
+            "reservationname=" + _checked(_RESERVATION_NAME, "reservation name", name)]
     if start is not None:
         argv.append("starttime=" + slurm_time(start))
     if minutes is not None:
@@ -161,7 +161,7 @@ def reservation_delete_argv(name: str) -> list[str]:
 def reservations_show_argv(name: str | None = None) -> list[str]:
     """Every reservation (or one), one line each. 22.05's scontrol has no --json. An unknown name
     exits 1 printing "Reservation NAME not found" on stdout: parse it, do not `check=True`."""
-    argv = [*_UTC, "scontrol", "show", "reservation"]
+    argv = [*IN_UTC, "scontrol", "show", "reservation"]
     if name is not None:
         argv.append(_checked(_RESERVATION_NAME, "reservation name", name))
     return argv + ["--oneliner"]
@@ -241,18 +241,6 @@ def reservation_refusal(stderr: str) -> str:
     return "unknown"
 
 
-def _node_usable(state: str, flags: list[str]) -> bool:
-    return state not in _UNUSABLE_NODE_STATES and not (_UNUSABLE_NODE_FLAGS & set(flags))
-
-
-def _gpus_by_type(gres: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for match in _GRES_GPU.finditer(gres):
-        gpu_type = match.group(1) or ""  # an untyped "gpu:2" counts under ""
-        counts[gpu_type] = counts.get(gpu_type, 0) + int(match.group(2))
-    return counts
-
-
 def parse_gpu_inventory(stdout: str) -> dict[str, list[NodeGpus]]:
     """{gres type: [NodeGpus]} from `gpu_inventory_argv` output; nodes without GPUs are left out.
 
@@ -261,14 +249,14 @@ def parse_gpu_inventory(stdout: str) -> dict[str, list[NodeGpus]]:
     """
     inventory: dict[str, list[NodeGpus]] = {}
     for node in parse_sinfo(stdout):
-        by_type = _gpus_by_type(node.gres)
+        by_type = gpus_by_type(node.gres)
         total = sum(by_type.values())
         for gpu_type, gpus in by_type.items():
             if gpus <= 0:
                 continue
             inventory.setdefault(gpu_type, []).append(NodeGpus(
                 node=node.name, gpus=gpus, cpus=node.cpus, partitions=list(node.partitions),
-                usable=_node_usable(node.state, node.state_flags),
+                usable=node.usable,
                 cores_per_gpu=max(1, node.cpus // total) if node.cpus else 1))
     return inventory
 

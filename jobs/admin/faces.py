@@ -26,7 +26,7 @@ from jobs.access import may_see_faces
 from jobs.models import Job, Target
 from jobs.results.files import download_name, input_path, media_file, output_path, serve_file, stream_results_zip
 from jobs.results.retention import files_gone
-from jobs.web.views.sources import job_sources
+from jobs.web.views.sources import job_sources, serve_source
 
 #: the admin URL's name for one face file (JobAdmin.get_urls): kind, then a position
 URL_NAME = "jobs_job_face_file"
@@ -88,12 +88,7 @@ def _response(request: HttpRequest, job: Job, kind: str, n: int) -> tuple[HttpRe
         path = media_file(job.reference_face.name) if job.reference_face else None
         return serve_file(path, Path(job.reference_face.name or "reference").name, request=request), None
     if kind == "source":
-        sources = job_sources(job)
-        if not 0 <= n < len(sources):
-            raise Http404("No such face photo")
-        source = sources[n]
-        return serve_file(media_file(source.file.name), Path(source.original_name or source.file.name).name,
-                          request=request), None
+        return serve_source(job, n, request=request), None
     target = job.targets.filter(index=n).first()
     if target is None:
         raise Http404("No such target")

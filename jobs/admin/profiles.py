@@ -20,7 +20,6 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from cluster import ClusterError
-
 from jobs.admin.base import AuditedAdmin
 from jobs.clusters.survey import plain_error, survey_profile
 from jobs.models import ClusterProfile
@@ -128,7 +127,7 @@ class ClusterProfileAdmin(AuditedAdmin):
             except ClusterError as exc:
                 kind, message = plain_error(exc)
                 results.append({"profile": profile, "ok": False, "kind": kind, "error": message})
-            except Exception as exc:  # noqa: BLE001 - shown on the page (and logged), not a 500
+            except Exception as exc:
                 log.exception("test connection of cluster profile %s failed unexpectedly", profile.slug)
                 results.append({"profile": profile, "ok": False, "kind": gettext("Unexpected error"),
                                 "error": f"{type(exc).__name__}: {exc}"})

@@ -21,9 +21,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from jobs.usage.accounting import last_months, usage_by, usage_rows
 from jobs.admin.base import AuditedAdmin
 from jobs.models import EmailNotice, NotificationPreference, UsageRecord
+from jobs.usage.accounting import last_months, usage_by, usage_rows
 from jobs.web.views.usage import bar_chart
 
 #: report periods an admin can pick, in months; the first is the default

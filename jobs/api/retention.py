@@ -11,11 +11,11 @@ from __future__ import annotations
 from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
-from jobs.api import shapes as serializers
+from jobs import shapes as serializers
 from jobs.api import views as api
 from jobs.api.auth import api_view, error
 from jobs.models import Job
-from jobs.results.retention import delete_job_files, files_gone
+from jobs.results.retention import delete_job_files, files_gone_message
 
 
 @api_view("GET", "DELETE")
@@ -25,9 +25,9 @@ def job_or_delete(request, job_id):
     found = Job.objects.visible_to(request.user).filter(pk=job_id).first()
     if found is None:
         return error(_("No such job."), 404)
-    gone = files_gone(found, api=True)
+    gone = files_gone_message(found)
     if gone is not None:
-        return gone
+        return error(gone, 410)
     if found.is_active:
         return error(_("This job is still %(status)s. Cancel it first (POST /api/v1/jobs/%(id)s/cancel), then "
                        "delete it once it has ended.") % {"status": found.get_status_display(), "id": found.id}, 409)

@@ -15,18 +15,18 @@ from django.core.validators import URLValidator
 from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
-from jobs.api import shapes as serializers
-from jobs.job.lifecycle import request_cancel
-from jobs.results.files import download_name, output_path, record_download, serve_file, stream_results_zip
-from jobs.job.retry import retry_failed, retry_refusal
+from jobs import shapes as serializers
+from jobs import webhooks
 from jobs.api.auth import api_view, error
+from jobs.bookings.use import job_outlasts_booking
 from jobs.clusters.browse import browse
 from jobs.errors import BrowseError, StartError
-from jobs.models import ClusterProfile, Job, JobStatus, Template
-from jobs.bookings.use import job_outlasts_booking
+from jobs.job.lifecycle import request_cancel
+from jobs.job.retry import retry_failed, retry_refusal
 from jobs.job.start import start_job
-from jobs.results.retention import files_gone
-from jobs import webhooks
+from jobs.models import ClusterProfile, Job, JobStatus, Template
+from jobs.results.files import download_name, output_path, record_download, serve_file, stream_results_zip
+from jobs.results.retention import files_gone_message
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -236,7 +236,7 @@ def job_results(request, job_id):
     if found is None:
         return _no_job()
     if found.files_deleted_at:  # retention: 410 Gone in plain words, not an empty zip
-        return files_gone(found, api=True)
+        return error(files_gone_message(found), 410)
     response = stream_results_zip(found)
     record_download(request, found, "zip", via="api")
     return response

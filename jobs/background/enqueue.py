@@ -80,16 +80,25 @@ def enqueue_cancel(job) -> None:
                     result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
 
 
-def enqueue_output_fetch(job, indexes: list[int]) -> None:
-    """Fetch these targets' outputs (and make thumbnails) outside the watcher's poll.
+#: what the watcher asks the RQ worker to fetch: the RQ id's prefix and the function that fetches it
+_FETCHES = {
+    "outputs": ("fetch", "jobs.watcher.outputs.fetch_outputs"),  # finished outputs, and their thumbnails
+    "posters": ("poster", "jobs.watcher.outputs.fetch_posters"),  # running videos' posters
+}
+
+
+def enqueue_output_fetch(job, indexes: list[int], what: str = "outputs") -> None:
+    """Fetch these targets' outputs (and make thumbnails), or with `what="posters"` their running
+    videos' posters, on the RQ worker: never in the watcher's poll.
 
     One RQ job per job and batch; its id names the batch's first and last index so the same batch
     seen again in the next cycle, while still queued, collapses into the queued one.
     """
     if not indexes:
         return
-    rq_id = f"fetch-{job.id}-{min(indexes)}-{max(indexes)}-{len(indexes)}"
-    queue().enqueue("jobs.watcher.outputs.fetch_outputs", str(job.id), sorted(indexes), job_id=rq_id,
+    prefix, func = _FETCHES[what]
+    rq_id = f"{prefix}-{job.id}-{min(indexes)}-{max(indexes)}-{len(indexes)}"
+    queue().enqueue(func, str(job.id), sorted(indexes), job_id=rq_id,
                     retry=FETCH_RETRY, job_timeout=FETCH_OUTPUTS_TIMEOUT, result_ttl=60, failure_ttl=FAILURE_TTL)
 
 
@@ -148,6 +157,13 @@ def enqueue_webhook(delivery_id: str, at=None) -> None:
             queue().enqueue_at(at, "jobs.webhooks.deliver.send", delivery_id, **options)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning("webhook %s: attempt not queued: %s", delivery_id, exc)
+
+
+def enqueue_account_email(task: str, user_id: int, address: str, language: str) -> None:
+    """Queue `jobs.usage.notifications.<task>(user_id, address, language)`: an account's email
+    (a link to confirm a new address, the notice to the old one), sent from the RQ worker in `language`."""
+    queue().enqueue(f"jobs.usage.notifications.{task}", user_id, address, language, job_timeout=NOTIFY_TIMEOUT,
+                    result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
 
 
 def enqueue_booking_email(booking_id: str, event: str) -> None:

@@ -28,13 +28,13 @@ from __future__ import annotations
 import logging
 import sys
 
-import cluster
 from django.db import close_old_connections
 from rq import SimpleWorker
 from rq.timeouts import JobTimeoutException
 
+import cluster
 from jobs.background.enqueue import QUEUE_NAME
-from portal.logs import log_context
+from jobs.log_context import log_context
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class PortalWorker(SimpleWorker):
     def execute_job(self, job, queue):
         close_old_connections()
         try:
-            with log_context(**log_ids(job)):  # every line the job logs names it (portal.logs)
+            with log_context(**log_ids(job)):  # every line the job logs names it (jobs.log_context)
                 super().execute_job(job, queue)
         finally:
             close_old_connections()

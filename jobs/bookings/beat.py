@@ -19,10 +19,10 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs.background import enqueue
 import jobs.bookings.lifecycle as lifecycle
 import jobs.bookings.place as place
 import jobs.bookings.reservations as reservations
+from jobs.background import enqueue
 from jobs.models import Booking, BookingState
 from jobs.models.booking import FINAL_BOOKING_STATES
 
@@ -61,7 +61,7 @@ def tick(now: datetime | None = None) -> int:
     for booking in found:
         try:
             _step(booking, now)
-        except Exception:  # noqa: BLE001 - see the docstring
+        except Exception:
             log.exception("booking %s: beat failed", booking.pk)
     return len(found)
 
@@ -78,11 +78,9 @@ def _step(booking: Booking, now: datetime) -> None:
         _retry_task(booking, now, "delete", enqueue.enqueue_reservation_delete)
         return
     if state == BookingState.CONFIRMED and booking.starts_at <= now:
-        lifecycle.move(booking, [BookingState.CONFIRMED], BookingState.ACTIVE, event="started",
-                       action="booking.start")
+        lifecycle.move(booking, "start", event="started")
     if booking.state == BookingState.ACTIVE and booking.ends_at <= now:
-        lifecycle.move(booking, [BookingState.ACTIVE], BookingState.ENDED, event="ended", action="booking.end",
-                       reservation_made=False)
+        lifecycle.move(booking, "end", event="ended", reservation_made=False)
         return
     if (booking.state == BookingState.ACTIVE and booking.ending_notice_at is None
             and booking.ends_at - ENDING_NOTICE <= now):

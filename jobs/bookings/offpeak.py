@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from zoneinfo import ZoneInfo
 
 from django.conf import settings

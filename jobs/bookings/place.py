@@ -26,9 +26,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from jobs import audit
 import jobs.bookings.capacity as capacity
 import jobs.bookings.lifecycle as lifecycle
+from jobs import audit
 from jobs.bookings.request import BookingError, BookingRequest, round_up
 from jobs.models import Approval, Booking, BookingPolicy, BookingState, GpuType, StartChoice
 from jobs.models.booking import HOLDING_STATES
@@ -221,7 +221,7 @@ def place_waiting(booking: Booking, now: datetime | None = None) -> bool:
             return lifecycle.refuse(booking, problem)
         _land(booking, gpu_type, start, policy)
         placed = lifecycle.move(
-            booking, [BookingState.WAITING], booking.state, event=None, action="booking.place",
+            booking, "place", booking.state, event=None,
             gpu_type=gpu_type, cluster=gpu_type.cluster, starts_at=booking.starts_at, ends_at=booking.ends_at,
             reason="", reservation_name=booking.reservation_name, details={"gpu_type": gpu_type.gres_type})
         if placed:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime

@@ -17,9 +17,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 import cluster
+import jobs.bookings.lifecycle as lifecycle
 from jobs import audit
 from jobs.background import enqueue
-import jobs.bookings.lifecycle as lifecycle
 from jobs.models import Booking, BookingState, GpuType
 from jobs.models.booking import FINAL_BOOKING_STATES
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from django.utils.translation import gettext as _
 
 from jobs.models import Booking, BookingState
+from jobs.quotas.messages import plain_duration
 
 
 def usable_booking(user, booking_id, profile, problems: list) -> Booking | None:
@@ -60,8 +61,6 @@ def _state_words(booking: Booking) -> str:
 def outlast_warning(booking: Booking, needed_seconds: float | None, now: datetime) -> str:
     """A warning (never a refusal) when the work is expected to end after the booking does; "" when
     it fits or its length is unknown. Counted from the booking's start when it has not begun yet."""
-    from jobs.web.templatetags.quota import plain_duration
-
     if not needed_seconds or booking.ends_at is None:
         return ""
     begins = max(now, booking.starts_at or now)

@@ -7,7 +7,6 @@ from django.utils.translation import gettext as _
 
 import cluster
 from cluster import ClusterError, PathNotAllowed, list_folder_in_roots
-
 from jobs.errors import BrowseError
 from jobs.models import ClusterProfile, Template
 

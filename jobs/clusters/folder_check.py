@@ -16,7 +16,7 @@ from django.utils.translation import ngettext
 
 import cluster
 from cluster import ClusterError, PathNotAllowed, RemoteFileError, list_folder_in_roots
-from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
+from worker.manifest import IMAGE_EXTENSIONS, is_video_name
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def count_folder(profile, path: str) -> FolderCount:
         return FolderCount(path, reachable=False)
     usable = [e for e in listing.entries if e.type == "file" and not e.name.startswith(".") and not e.refused]
     images = sum(1 for e in usable if e.name.lower().endswith(IMAGE_EXTENSIONS))
-    videos = sum(1 for e in usable if e.name.lower().endswith(VIDEO_EXTENSIONS))
+    videos = sum(1 for e in usable if is_video_name(e.name))
     if not images and not videos:
         return FolderCount(listing.path, problem=_("There are no photos or videos directly in %(folder)s (sub-folders "
                                                    "are not searched). Pick the folder that holds them.") % {"folder": path})

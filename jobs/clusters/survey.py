@@ -15,8 +15,18 @@ import dataclasses
 from django.utils.translation import gettext as _
 
 from cluster import (
-    AuthenticationFailed, ClusterError, ClusterUnreachable, HostKeyRejected, SlurmError, SlurmNode,
-    SlurmPartition, SSHRunner, get_runner, parse_scontrol_partitions, parse_sinfo, scontrol_partitions_argv,
+    AuthenticationFailed,
+    ClusterError,
+    ClusterUnreachable,
+    HostKeyRejected,
+    SlurmError,
+    SlurmNode,
+    SlurmPartition,
+    SSHRunner,
+    get_runner,
+    parse_scontrol_partitions,
+    parse_sinfo,
+    scontrol_partitions_argv,
     sinfo_argv,
 )
 

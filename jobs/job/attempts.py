@@ -8,7 +8,6 @@ from __future__ import annotations
 from django.utils.translation import gettext as _
 
 from cluster import mem_mb, mem_text
-
 from jobs.models import Job, JobAttempt
 
 

@@ -12,7 +12,8 @@ A job that ends `cancelled` marks the targets its cancel stopped `cancelled` too
 never a red "failed"): those still waiting, and those whose task Slurm cancelled. A target that
 failed for a reason of its own, or whose task died otherwise (out of memory), keeps its failure.
 
-Every move is a conditional `UPDATE ... WHERE status IN (sources)` with a row-count check, so two
+Every move is a conditional `UPDATE ... WHERE status IN (sources)` with a row-count check
+(`jobs.transitions`, shared with the bookings' and the webhook deliveries' moves), so two
 processes (the RQ worker, the watcher, a user's click) can never both make the same move; only
 the one that won publishes the job's new state to the live pages (after the transaction commits,
 so a page that resyncs then sees the same state) and writes the audit entry (in the same
@@ -24,7 +25,6 @@ the submission, which reads the flag) makes the move when Slurm confirms.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from django.db import transaction
@@ -32,24 +32,18 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs import audit
-
+from jobs import audit, transitions
 from jobs.background import enqueue
 from jobs.live.protocol import Publisher, publish_job
 from jobs.models import Job, JobStatus, Target, TargetStatus
 from jobs.models.job import FINAL_STATUSES
+from jobs.transitions import Transition
 
 log = logging.getLogger(__name__)
 
 S = JobStatus
 #: the end states of an attempt that ran on the cluster
 ENDED = (S.COMPLETED, S.PARTIALLY_FAILED, S.FAILED, S.CANCELLED)
-
-
-@dataclasses.dataclass(frozen=True)
-class Transition:
-    sources: tuple[str, ...]
-    targets: tuple[str, ...]
 
 
 #: every move a job may make: name -> (from these states, to one of these)
@@ -77,19 +71,8 @@ def move(job: Job, name: str, to: str | None = None, *, only_from: tuple[str, ..
     The new state is published to the live pages after commit, or added to `pub` (the watcher
     sends its events once per cycle). `audit_action` ("job.retry" ...) records who made the move.
     """
-    transition = TRANSITIONS[name]
-    if to is None:
-        if len(transition.targets) != 1:
-            raise ValueError(f"the move {name!r} has several ends: say which")
-        to = transition.targets[0]
-    if to not in transition.targets:
-        raise ValueError(f"the move {name!r} cannot end in {to!r}")
-    sources = transition.sources
-    if only_from is not None:
-        if not set(only_from) <= set(sources):
-            raise ValueError(f"the move {name!r} cannot start from {only_from!r}")
-        sources = only_from
-    if not job.move(sources, to, **fields):
+    sources, to = transitions.check(TRANSITIONS, name, to, only_from)
+    if not transitions.update_if(job, "status", sources, to, **fields):
         return False
     if to == S.CANCELLED:
         mark_targets_cancelled(job)

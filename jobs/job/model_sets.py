@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from worker.progress import TaskProgress
-
 from jobs.models import Job
+from worker.progress import TaskProgress
 
 
 def models_in(records: Iterable[TaskProgress], known: Iterable[dict] = ()) -> list[dict]:

@@ -36,25 +36,21 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from cluster import is_terminal
-from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
-
 from jobs import audit
-
-from jobs.job import attempts
-
-from jobs.job import lifecycle
-
 from jobs.background import enqueue
 from jobs.errors import UploadRejected
+from jobs.job import attempts, lifecycle
 from jobs.models import Job, JobAttempt, JobStatus, Target, TargetStatus, Task
 from jobs.uploads.content import check_upload, safe_name
+from worker.manifest import IMAGE_EXTENSIONS, is_video_name
 
 log = logging.getLogger(__name__)
 
 #: final states a user may retry from
 RETRYABLE_JOB_STATUSES = lifecycle.TRANSITIONS["retry"].sources
-#: task end states the watcher resubmits by itself, once each
-AUTO_RETRY_STATES = ("OUT_OF_MEMORY", "NODE_FAIL")
+#: task end states the watcher resubmits by itself, once each, and the kind the attempt records for
+#: each (`JobAttempt.kinds`: what `attempts.kinds_retried_automatically` reads back)
+AUTO_RETRY_STATES = {"OUT_OF_MEMORY": "oom", "NODE_FAIL": "node_fail"}
 
 #: what a user's Retry takes: everything not done (see the module's docstring)
 USER_RETRYABLE = (TargetStatus.WAITING, TargetStatus.RUNNING, TargetStatus.FAILED, TargetStatus.CANCELLED)
@@ -156,18 +152,19 @@ def auto_retry(job: Job, task_rows: list[Task]) -> bool:
     retry: set[int] = set()
     whys, kinds = [], []
     mem = None
-    oom = [t.index for t in current if t.state == "OUT_OF_MEMORY"]
-    if oom and "oom" not in done_before:
-        mem = attempts.more_memory(job)
-        if mem:
-            retry |= set(oom)
-            kinds.append("oom")
+    for state, kind in AUTO_RETRY_STATES.items():
+        indexes = {t.index for t in current if t.state == state}
+        if not indexes or kind in done_before:
+            continue
+        if kind == "oom":  # only while the template's ceiling leaves more memory to give
+            mem = attempts.more_memory(job)
+            if not mem:
+                continue
             whys.append(_("ran out of memory; retried automatically with %(mem)s") % {"mem": mem})
-    node = [t.index for t in current if t.state == "NODE_FAIL"]
-    if node and "node_fail" not in done_before:
-        retry |= set(node)
-        kinds.append("node_fail")
-        whys.append(_("a compute node failed; retried automatically"))
+        else:
+            whys.append(_("a compute node failed; retried automatically"))
+        retry |= indexes
+        kinds.append(kind)
     if not retry:
         return False
     why = "; ".join(whys)
@@ -192,8 +189,7 @@ REPLACEABLE = (TargetStatus.FAILED, TargetStatus.CANCELLED)
 
 
 def _kind(name: str) -> str | None:
-    lower = name.lower()
-    return "video" if lower.endswith(VIDEO_EXTENSIONS) else "photo" if lower.endswith(IMAGE_EXTENSIONS) else None
+    return "video" if is_video_name(name) else "photo" if name.lower().endswith(IMAGE_EXTENSIONS) else None
 
 
 def replace_file(target: Target, upload: UploadedFile, actor=None, request=None) -> None:

@@ -17,34 +17,59 @@ import shutil
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
-from django.utils import translation
 from django.utils.translation import ngettext
 
 from cluster import PathNotAllowed, check_in_roots
+from jobs import audit, content_safety
+from jobs.background import enqueue
+from jobs.bookings.use import usable_booking
+from jobs.clusters.folder_check import count_folder
+from jobs.errors import StartError, UploadRejected
+from jobs.job.priority import qos_for
+from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
+from jobs.quotas import check_job_size, check_quota
+from jobs.uploads import store as upload_store
+from jobs.uploads.content import check_upload, safe_name, unique_name, without_hidden_characters
+from jobs.uploads.on_complete import check_face
 from worker.choices import FACE_SELECTORS
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
-
-from jobs import audit
-
-from jobs import content_safety
-
-from jobs.background import enqueue
-
-from jobs.uploads import store as upload_store
-from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
-from jobs.bookings.use import usable_booking
-from jobs.job.priority import qos_for
-from jobs.errors import StartError, UploadRejected
-from jobs.quotas import check_job_size, check_quota
-from jobs.clusters.folder_check import count_folder
-from jobs.uploads.on_complete import check_face
-from jobs.uploads.content import check_upload, safe_name, unique_name, without_hidden_characters
 
 log = logging.getLogger(__name__)
 
 MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
+
+
+@dataclasses.dataclass
+class _StartFiles:
+    """A Start's files: sent with the request (`sources`, `target_files`, `reference`), or sent ahead
+    and found ready (`sent_*`: the user's jobs.models.Upload rows, claimed by the job)."""
+
+    sources: list[UploadedFile]
+    target_files: list[UploadedFile]
+    reference: UploadedFile | None
+    sent_sources: list[Upload]
+    sent_targets: list[Upload]
+    sent_reference: list[Upload]
+
+    @property
+    def sent(self) -> list[Upload]:
+        return self.sent_sources + self.sent_targets + self.sent_reference
+
+    @property
+    def n_targets(self) -> int:
+        return len(self.target_files) + len(self.sent_targets)
+
+    def sizes(self) -> list[tuple[str, int, str]]:
+        """(name, bytes, form field) of every uploaded source and target: what the quota weighs."""
+        return ([(f.name, f.size, "source") for f in self.sources] + [(u.name, u.size, "source") for u in self.sent_sources]
+                + [(f.name, f.size, "targets") for f in self.target_files]
+                + [(u.name, u.size, "targets") for u in self.sent_targets])
+
+    def video_frames(self) -> int:
+        """The frames of the videos sent ahead (measured when they arrived): what the estimate counts."""
+        return sum(u.info.get("frames") or 0 for u in self.sent_targets if u.is_video)
 
 
 def start_job(*, user, template: Template | None, sources: list[UploadedFile] | None = None, target_folder: str = "",
@@ -67,30 +92,15 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
         template = None
     if not consent:
         problems.append(("consent", _("Confirm that you have the right to process the faces in these photos.")))
-    sent_sources = _sent(user, source_uploads, UploadKind.SOURCE, "source", problems)
-    sent_targets = _sent(user, target_uploads, UploadKind.TARGET, "targets", problems)
-    if not sources and not source_uploads:
-        problems.append(("source", _("Upload at least one photo of the face to put in.")))
     has_files = bool(target_files or target_uploads)
-    if bool(target_folder) == has_files:
-        problems.append(("target_folder", _("Pick a target folder on the cluster or upload target files (one of the two).")))
-    for f in sources:
-        try:
-            check_upload(f, kind="image")
-            check_face(f)
-        except UploadRejected as exc:
-            problems.append(("source", _("Source %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
-    content_safety.screen_start_sources(user, sources, sent_sources, problems, request)  # when the content check is on
-    for f in target_files:
-        try:
-            check_upload(f, kind="media")
-        except UploadRejected as exc:
-            problems.append(("targets", _("Target %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
+    sent_sources, sent_targets = _checked_uploads(user, sources, target_files, source_uploads, target_uploads,
+                                                  target_folder, has_files, problems, request)
     selector, sent_reference = _which_faces(user, template, face_selector, reference, reference_uploads, problems)
+    files = _StartFiles(sources, target_files, reference, sent_sources, sent_targets, sent_reference)
     profile = template.cluster if template else None
     if profile is not None:
         try:  # a folder is counted after listing
-            check_job_size(profile, len(target_files) + len(sent_targets))
+            check_job_size(profile, files.n_targets)
         except StartError as exc:
             problems.append((exc.field, exc.message))
         if target_folder and not has_files:
@@ -107,62 +117,109 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
               booking=chosen_booking,
               language=translation.get_language() or "")  # what is written about it later is in it
     # Folder targets are counted on the cluster after Start (jobs.job.submit re-checks the count).
-    n_targets = len(target_files) + len(sent_targets) if has_files else None
-    upload_sizes = ([(f.name, f.size, "source") for f in sources] + [(u.name, u.size, "source") for u in sent_sources]
-                    + [(f.name, f.size, "targets") for f in target_files] + [(u.name, u.size, "targets") for u in sent_targets])
-    claimed: list[upload_store.Claimed] = []
-    try:
-        with transaction.atomic():
-            # Locks the user's (and their groups') quota rows first: a second Start waits here.
-            check_quota(user, template, n_targets, upload_sizes,
-                        frames=sum(u.info.get("frames") or 0 for u in sent_targets if u.is_video))
-            job.save()
-            audit.record(user, "job.start", target=job, request=request, details={
-                "template": template.slug, "target_folder": target_folder,
-                "uploaded_targets": len(target_files) + len(sent_targets),
-                "sources": len(sources) + len(sent_sources), "consent_at": job.consent_at.isoformat(),
-                "qos": snapshot.qos, "booking": str(chosen_booking.pk) if chosen_booking else ""})
-            _use_up(user, sent_sources + sent_targets + sent_reference)
-            if reference is not None:
-                job.reference_face = _named(reference)
-                job.save(update_fields=["reference_face"])
-            elif sent_reference:
-                claimed += upload_store.claim(sent_reference, job.media_dir / "reference")
-                job.reference_face = str(claimed[-1].path)
-                job.save(update_fields=["reference_face"])
-            for f in sources:
-                Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
-            sent = upload_store.claim(sent_sources, job.media_dir / "sources")
-            claimed += sent
-            for c in sent:
-                Source.objects.create(job=job, file=str(c.path), original_name=c.upload.name[:255])
-            used: set[str] = set()
-            outs = [unique_name(default_output_name(safe_name(n)), used)
-                    for n in [f.name for f in target_files] + [u.name for u in sent_targets]]
-            moved = upload_store.claim(sent_targets, job.media_dir / "targets", names=outs[len(target_files):])
-            claimed += moved
-            chunk_size = max(1, template.chunk_size)
-            folder = profile.job_folder(job.id)
-            rows = [dict(name=f.name[:500], upload=_named(f, out)) for f, out in zip(target_files, outs)]
-            rows += [dict(name=c.upload.name[:500], upload=str(c.path)) for c in moved]
-            for i, (row, out) in enumerate(zip(rows, outs)):
-                Target.objects.create(job=job, index=i, output_name=out, task_index=i // chunk_size,
-                                      cluster_path=folder.target(out), **row)
-            job.total = len(rows)
-            job.save(update_fields=["total"])
-            if settings.SUBMIT_ON_START:
-                transaction.on_commit(lambda: enqueue.enqueue_submission(job))
-    except Exception:
-        # Files sent ahead go back where they were (the user still has them on the form); files
-        # written before the rows commit are removed, so a failed Start leaves nothing behind.
-        upload_store.unclaim(claimed)
-        shutil.rmtree(job.media_dir, ignore_errors=True)
-        raise
-    for upload in sent_sources + sent_targets + sent_reference:
+    _save(user, job, files, n_targets=files.n_targets if has_files else None, request=request)
+    for upload in files.sent:
         upload.preview_path.unlink(missing_ok=True)
     log.info("job %s started by %s: template %s, %s", job.id, user, template.slug,
              f"folder {target_folder}" if target_folder else f"{job.total} uploaded target(s)")
     return job
+
+
+def _checked_uploads(user, sources: list[UploadedFile], target_files: list[UploadedFile], source_uploads,
+                     target_uploads, target_folder: str, has_files: bool, problems: list,
+                     request) -> tuple[list[Upload], list[Upload]]:
+    """The source and target uploads sent ahead, found ready (jobs.models.Upload); every file sent
+    with the request checked (a face in each source photo, the content check when it is on), and
+    exactly one of a target folder and target files (`has_files`) given; what is wrong is added to
+    `problems`, in the order the form shows its fields."""
+    sent_sources = _sent(user, source_uploads, UploadKind.SOURCE, "source", problems)
+    sent_targets = _sent(user, target_uploads, UploadKind.TARGET, "targets", problems)
+    if not sources and not source_uploads:
+        problems.append(("source", _("Upload at least one photo of the face to put in.")))
+    if bool(target_folder) == has_files:
+        problems.append(("target_folder", _("Pick a target folder on the cluster or upload target files (one of the two).")))
+    for f in sources:
+        try:
+            check_upload(f, kind="image")
+            check_face(f)
+        except UploadRejected as exc:
+            problems.append(("source", _("Source %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
+    content_safety.screen_start_sources(user, sources, sent_sources, problems, request)  # when the content check is on
+    for f in target_files:
+        try:
+            check_upload(f, kind="media")
+        except UploadRejected as exc:
+            problems.append(("targets", _("Target %(name)s: %(reason)s") % {"name": f.name, "reason": exc}))
+    return sent_sources, sent_targets
+
+
+def _save(user, job: Job, files: _StartFiles, n_targets: int | None, request) -> None:
+    """In one transaction: check the quota (locking what it counts first: a second Start waits
+    here), save the job, its sources and targets, use up the files sent ahead, and enqueue the
+    submission on commit. On any error nothing is left behind and the error is raised: files sent
+    ahead go back where they were (the user still has them on the form), files written are removed."""
+    claimed: list[upload_store.Claimed] = []
+    try:
+        with transaction.atomic():
+            check_quota(user, job.template, n_targets, files.sizes(), frames=files.video_frames())
+            job.save()
+            audit.record(user, "job.start", target=job, request=request, details={
+                "template": job.template.slug, "target_folder": job.target_folder,
+                "uploaded_targets": files.n_targets,
+                "sources": len(files.sources) + len(files.sent_sources), "consent_at": job.consent_at.isoformat(),
+                "qos": job.snapshot.qos, "booking": str(job.booking.pk) if job.booking else ""})
+            _use_up(user, files.sent)
+            _attach_reference(job, files, claimed)
+            _attach_sources(job, files, claimed)
+            _attach_targets(job, files, claimed)
+            if settings.SUBMIT_ON_START:
+                transaction.on_commit(lambda: enqueue.enqueue_submission(job))
+    except Exception:
+        upload_store.unclaim(claimed)
+        shutil.rmtree(job.media_dir, ignore_errors=True)
+        raise
+
+
+def _attach_reference(job: Job, files: _StartFiles, claimed: list[upload_store.Claimed]) -> None:
+    """The photo of the person whose face is replaced, when there is one: sent with the form, or
+    sent ahead (moved into the job's folder; added to `claimed`)."""
+    if files.reference is not None:
+        job.reference_face = _named(files.reference)
+        job.save(update_fields=["reference_face"])
+    elif files.sent_reference:
+        claimed.extend(upload_store.claim(files.sent_reference, job.media_dir / "reference"))
+        job.reference_face = str(claimed[-1].path)
+        job.save(update_fields=["reference_face"])
+
+
+def _attach_sources(job: Job, files: _StartFiles, claimed: list[upload_store.Claimed]) -> None:
+    """A Source row for every source photo: those sent with the form, then those sent ahead."""
+    for f in files.sources:
+        Source.objects.create(job=job, file=_named(f), original_name=f.name[:255])
+    sent = upload_store.claim(files.sent_sources, job.media_dir / "sources")
+    claimed.extend(sent)
+    for c in sent:
+        Source.objects.create(job=job, file=str(c.path), original_name=c.upload.name[:255])
+
+
+def _attach_targets(job: Job, files: _StartFiles, claimed: list[upload_store.Claimed]) -> None:
+    """A Target row for every uploaded target, in order (those sent with the form first), each with
+    its unique output name, its array task (chunk_size targets per task) and its path on the
+    cluster; sets job.total. A folder job has none yet (jobs.job.submit lists the folder)."""
+    used: set[str] = set()
+    outs = [unique_name(default_output_name(safe_name(n)), used)
+            for n in [f.name for f in files.target_files] + [u.name for u in files.sent_targets]]
+    moved = upload_store.claim(files.sent_targets, job.media_dir / "targets", names=outs[len(files.target_files):])
+    claimed.extend(moved)
+    chunk_size = max(1, job.template.chunk_size)
+    folder = job.cluster.job_folder(job.id)
+    rows = [dict(name=f.name[:500], upload=_named(f, out)) for f, out in zip(files.target_files, outs)]
+    rows += [dict(name=c.upload.name[:500], upload=str(c.path)) for c in moved]
+    for i, (row, out) in enumerate(zip(rows, outs)):
+        Target.objects.create(job=job, index=i, output_name=out, task_index=i // chunk_size,
+                              cluster_path=folder.target(out), **row)
+    job.total = len(rows)
+    job.save(update_fields=["total"])
 
 
 def _sent(user, ids, kind: str, field: str, problems: list) -> list[Upload]:

@@ -22,30 +22,32 @@ from django.utils.translation import gettext_lazy
 
 import cluster
 from cluster import (
-    ClusterError, ClusterLimits, CommandFailed, PathNotAllowed, RemoteFileError, SbatchSpec, list_folder_in_roots, render_script, slurm,
+    ClusterError,
+    ClusterLimits,
+    CommandFailed,
+    PathNotAllowed,
+    RemoteFileError,
+    SbatchSpec,
+    list_folder_in_roots,
+    render_script,
+    slurm,
 )
+from jobs import content_safety
+from jobs.errors import StartError, SubmitRejected
+from jobs.job import attempts, container, lifecycle
+from jobs.job.retry import REPLACEMENTS_DIR
+from jobs.job.start import is_media_name
+from jobs.live.protocol import publish_job
+from jobs.log_context import bind, log_context
+from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
+from jobs.ops import metrics as ops_metrics
+from jobs.quotas import check_folder_targets
+from jobs.uploads.content import safe_name, unique_name, without_hidden_characters
+from jobs.words import in_language_of
 from worker.layout import LOG_NAME_PATTERN
 from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 from worker.modelset import ModelPin
-
-from jobs.job import attempts
-
-from jobs.job import container
-
-from jobs.job import lifecycle
-
-from jobs import content_safety
-from jobs.live.protocol import publish_job
-from jobs.ops import metrics as ops_metrics
-from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
-from jobs.errors import StartError, SubmitRejected
-from jobs.words import in_language_of
-from jobs.quotas import check_folder_targets
-from jobs.job.start import is_media_name, unique_name
-from jobs.job.retry import REPLACEMENTS_DIR
-from jobs.uploads.content import safe_name, without_hidden_characters
-from portal.logs import bind, log_context
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,8 @@ in `portal.asgi`, before any of this runs.
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qs
-
 from importlib import import_module
+from urllib.parse import parse_qs
 
 from channels.auth import get_user
 from channels.db import database_sync_to_async

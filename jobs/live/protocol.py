@@ -15,7 +15,7 @@ Messages, server -> client (JSON):
   {"type": "output", "job_id": "<uuid>", "target": {...live_target...}} a target changed (done, failed, ...)
   {"type": "cluster", "cluster": {...cluster_state...}}                reachable again / unreachable since
 
-The job, task and target shapes are the JSON API's (jobs/api/shapes.py) plus what a page shows.
+The job, task and target shapes are the JSON API's (jobs/shapes.py) plus what a page shows.
 
 A job's snapshot never holds the whole job: its `tasks` and `targets` are the page "in view" (a
 filter and a page number, from the WebSocket's query string: jobs/live/view.py), `view` says
@@ -39,9 +39,9 @@ from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.translation import gettext as _
 
-from jobs.api.shapes import live_job, live_target, live_task
 from jobs.live.view import View, target_slice, task_slice, task_summary
 from jobs.models import ClusterProfile, Job, Target, Task
+from jobs.shapes import live_job, live_target, live_task
 
 log = logging.getLogger(__name__)
 

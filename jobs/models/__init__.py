@@ -3,16 +3,22 @@ job attempt, task, target, source, quota, GPU type, booking, booking rules, usag
 from jobs.models.attempt import JobAttempt
 from jobs.models.audit import AuditEntry
 from jobs.models.booking import (
-    Approval, Booking, BookingPolicy, BookingState, GpuType, StartChoice, capability_tuple,
+    Approval,
+    Booking,
+    BookingPolicy,
+    BookingState,
+    GpuType,
+    StartChoice,
+    capability_tuple,
 )
 from jobs.models.cluster_profile import ClusterProfile
+from jobs.models.content_safety import SafetyPolicy
 from jobs.models.job import Job, JobStatus, Source, Target, TargetStatus, Task
-from jobs.models.priority import GroupPriority, QosLevel
+from jobs.models.model_set import ModelSet
 from jobs.models.preferences import EmailNotice, NoticeKind, NoticeStatus, NotificationPreference
+from jobs.models.priority import GroupPriority, QosLevel
 from jobs.models.quota import Quota
 from jobs.models.retention import RetentionPolicy
-from jobs.models.content_safety import SafetyPolicy
-from jobs.models.model_set import ModelSet
 from jobs.models.snapshot import TemplateSnapshot
 from jobs.models.template import Template
 from jobs.models.token import ApiToken

@@ -11,7 +11,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.text import format_lazy
-from django.utils.translation import gettext, gettext_lazy as _
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from worker.content_safety import BUILTIN_PLUGIN, DEFAULT_MIN_SCORE, DEFAULT_REFUSE, NUDENET_LABELS, SafetySpec
 

@@ -8,12 +8,11 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from worker.choices import SUCCESS_STATUSES, TARGET_STATUSES
-from worker.layout import JobFolder
-from worker.manifest import VIDEO_EXTENSIONS
-
 from jobs.access import owned_by
 from jobs.models.snapshot import TemplateSnapshot
+from worker.choices import SUCCESS_STATUSES, TARGET_STATUSES
+from worker.layout import JobFolder
+from worker.manifest import is_video_name
 
 
 class JobStatus(models.TextChoices):
@@ -171,21 +170,6 @@ class Job(models.Model):
         self.done, self.failed = counts["done"], counts["failed"]
         return True
 
-    def move(self, from_statuses, to_status: str, **fields) -> bool:
-        """Conditional state change: UPDATE ... WHERE status IN (from). True when this call won.
-
-        Every change of a job's status goes through here, so two processes (the RQ worker, the
-        watcher, a cancel request) can never both act on the same transition.
-        """
-        if isinstance(from_statuses, str):
-            from_statuses = (from_statuses,)
-        n = Job.objects.filter(pk=self.pk, status__in=from_statuses).update(status=to_status, **fields)
-        if n:
-            self.status = to_status
-            for k, v in fields.items():
-                setattr(self, k, v)
-        return bool(n)
-
 
 def source_upload_to(instance: "Source", filename: str) -> str:
     return f"users/{instance.job.owner_id}/jobs/{instance.job_id}/sources/{filename}"
@@ -257,11 +241,6 @@ class Target(models.Model):
         if self.status != TargetStatus.RUNNING or not self.frames_done:
             return None
         return {"done": self.frames_done, "total": self.frames_total, "seconds": self.seconds}
-
-
-def is_video_name(name: str) -> bool:
-    """Whether a target's name is a video's (the worker's own list of extensions)."""
-    return (name or "").lower().endswith(VIDEO_EXTENSIONS)
 
 
 def seconds_left(seconds: float | None, done: int | None, total: int | None) -> float | None:

@@ -7,9 +7,8 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from cluster import check_slurm_fields
-from worker.choices import ENGINE_NAMES, FACE_SELECTORS
-
 from jobs.models.snapshot import TemplateSnapshot
+from worker.choices import ENGINE_NAMES, FACE_SELECTORS
 
 #: the worker's engines and face selectors (worker/choices.py), with the words the admin reads
 ENGINE_LABELS = {"auto": _("Automatic (GPU models if installed)"), "insightface": _("InsightFace (GPU)"),

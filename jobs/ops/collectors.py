@@ -35,7 +35,7 @@ class _Safe:
         try:
             yield from self.figures()
             error.add_metric([self.name], 0)
-        except Exception:  # noqa: BLE001 - the rest of the scrape must still answer
+        except Exception:
             log.warning("metrics: %s collector failed", self.name, exc_info=True)
             error.add_metric([self.name], 1)
         yield error

@@ -27,7 +27,7 @@ def record_cycle(slugs: list[str], now: float | None = None) -> None:
     when = time.time() if now is None else now
     try:
         _redis().hset(KEY, mapping={slug: f"{when:.3f}" for slug in slugs})
-    except Exception:  # noqa: BLE001 - redis.ConnectionError and friends; see the docstring
+    except Exception:
         import logging
 
         logging.getLogger(__name__).warning("watcher heartbeat not recorded (Redis)", exc_info=True)

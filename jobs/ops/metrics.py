@@ -15,8 +15,7 @@ import glob
 import os
 import re
 
-from prometheus_client import Counter, Gauge, Histogram
-from prometheus_client import multiprocess
+from prometheus_client import Counter, Gauge, Histogram, multiprocess
 
 #: Start -> Slurm job id: from a few seconds (small upload) to many minutes (big folder, an outage)
 SUBMIT_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)

@@ -42,13 +42,27 @@ group) waits there until the first commits, then sees its job. On SQLite `select
 a no-op but not needed: `transaction_mode = IMMEDIATE` takes the database's write lock at BEGIN,
 so Starts are serialised from their first statement.
 """
+from jobs.errors import QuotaExceeded
 from jobs.quotas.check import check_folder_targets, check_job_size, check_quota, lock_quota_subjects
 from jobs.quotas.estimate import DEFAULT_SECONDS_PER_IMAGE, MODEL_LOAD_SECONDS, estimate_gpu_hours
 from jobs.quotas.limits import (
-    ACTIVE_JOB_STATUSES, LIMIT_FIELDS, Budget, Limit, Limits, QuotaStatus, active_jobs_count, applicable_quotas,
-    effective_limits, gpu_budgets, gpu_hours_used, job_budgets, members_of, quota_status, resets_on, source_of,
+    ACTIVE_JOB_STATUSES,
+    LIMIT_FIELDS,
+    Budget,
+    Limit,
+    Limits,
+    QuotaStatus,
+    active_jobs_count,
+    applicable_quotas,
+    effective_limits,
+    gpu_budgets,
+    gpu_hours_used,
+    job_budgets,
+    members_of,
+    quota_status,
+    resets_on,
+    source_of,
 )
-from jobs.errors import QuotaExceeded
 from jobs.quotas.messages import MB, format_hours, format_mb
 
 __all__ = [

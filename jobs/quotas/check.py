@@ -10,12 +10,11 @@ from django.db import connection
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from jobs.errors import QuotaExceeded, StartError
 from jobs.models import Template
 from jobs.quotas.estimate import chunk_size_of, estimate_gpu_hours
 from jobs.quotas.limits import applicable_quotas, effective_limits, gpu_budgets, job_budgets, resets_on
-from jobs.errors import QuotaExceeded, StartError
-from jobs.quotas.messages import MB, _count, _gpu_message, _jobs_message, format_mb
-
+from jobs.quotas.messages import MB, format_count, format_mb, gpu_message, jobs_message
 
 # --- the check at Start ----------------------------------------------------------------------
 
@@ -54,7 +53,7 @@ def check_quota(user, template: Template, n_targets: int | None,
                 raise QuotaExceeded(
                     _("%(name)s is %(size)s MB; your limit is %(limit)s MB per file (%(source)s). "
                       "Make it smaller or ask an admin.")
-                    % {"name": name, "size": format_mb(size), "limit": _count(upload.value), "source": upload.source},
+                    % {"name": name, "size": format_mb(size), "limit": format_count(upload.value), "source": upload.source},
                     field[0] if field else "targets")
 
     targets = limits.max_targets_per_job
@@ -64,17 +63,17 @@ def check_quota(user, template: Template, n_targets: int | None,
                      "Split them into several jobs or ask an admin.",
                      "This job has %(count)s images and videos; your limit is %(limit)s per job (%(source)s). "
                      "Split them into several jobs or ask an admin.", n_targets)
-            % {"count": _count(n_targets), "limit": _count(targets.value), "source": targets.source}, "targets")
+            % {"count": format_count(n_targets), "limit": format_count(targets.value), "source": targets.source}, "targets")
 
     for b in job_budgets(user, quotas):
         if b.used + 1 > b.limit:
-            raise QuotaExceeded(_jobs_message(b), None)
+            raise QuotaExceeded(jobs_message(b), None)
 
     need = estimate_gpu_hours(template, n_targets if n_targets is not None else chunk_size_of(template), frames)
     if need > 0:
         for b in gpu_budgets(user, now, quotas):
             if b.used + need > b.limit:
-                raise QuotaExceeded(_gpu_message(b, need, resets_on(now)), None)
+                raise QuotaExceeded(gpu_message(b, need, resets_on(now)), None)
 
 
 def check_job_size(profile, n_targets: int, field: str = "targets") -> None:
@@ -88,7 +87,7 @@ def check_job_size(profile, n_targets: int, field: str = "targets") -> None:
                      "job. Split them into several jobs, or ask an admin to raise the limit.",
                      "This job has %(count)s images and videos; the cluster %(cluster)s takes at most %(limit)s "
                      "per job. Split them into several jobs, or ask an admin to raise the limit.", n_targets)
-            % {"count": _count(n_targets), "limit": _count(limit), "cluster": profile.name}, field)
+            % {"count": format_count(n_targets), "limit": format_count(limit), "cluster": profile.name}, field)
 
 
 def check_folder_targets(user, n_targets: int, profile=None) -> None:
@@ -104,5 +103,5 @@ def check_folder_targets(user, n_targets: int, profile=None) -> None:
                      "Split the folder or ask an admin.",
                      "The folder has %(count)s images and videos; your limit is %(limit)s per job (%(source)s). "
                      "Split the folder or ask an admin.", n_targets)
-            % {"count": _count(n_targets), "limit": _count(targets.value), "source": targets.source},
+            % {"count": format_count(n_targets), "limit": format_count(targets.value), "source": targets.source},
             "target_folder")

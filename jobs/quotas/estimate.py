@@ -9,11 +9,10 @@ import math
 import statistics
 
 from cluster import time_limit_seconds
-from worker.manifest import VIDEO_EXTENSIONS
-
-from jobs.models import Job, Target, Template, TargetStatus, TemplateSnapshot
+from jobs.models import Job, Target, TargetStatus, Template, TemplateSnapshot
 from jobs.models.job import FINAL_STATUSES
 from jobs.models.snapshot import DEFAULT_SECONDS_PER_IMAGE
+from worker.manifest import is_video_name
 
 #: seconds each task spends loading models before its first image (part of every estimate)
 MODEL_LOAD_SECONDS = 30
@@ -72,7 +71,7 @@ def measured_seconds_per_photo(template: Template) -> tuple[float | None, int]:
     seconds = [s for name, s in Target.objects.filter(job__in=jobs, status=TargetStatus.DONE, frames_total=None,
                                                       seconds__gt=0)
                .values_list("name", "seconds")[:HISTORY_PHOTOS]
-               if not name.lower().endswith(VIDEO_EXTENSIONS)]
+               if not is_video_name(name)]
     if len(seconds) < HISTORY_MIN_PHOTOS:
         return None, len(seconds)
     return statistics.median(seconds), len(seconds)

@@ -1,4 +1,4 @@
-"""What a quota refusal says, and numbers (GPU-hours, MB) in words."""
+"""What a quota refusal says, and numbers (GPU-hours, MB, durations) in words."""
 from __future__ import annotations
 
 from datetime import date
@@ -8,16 +8,16 @@ from django.utils import formats
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-
 if TYPE_CHECKING:
     from jobs.quotas.limits import Budget
 
 MB = 1024 * 1024
 
 
-def _jobs_message(b: Budget) -> str:
+def jobs_message(b: Budget) -> str:
+    """The refusal when `b`, a budget of jobs at a time (the user's or their group's), is used up."""
     used, limit = int(b.used), int(b.limit)
-    args = {"count": _count(used), "limit": _count(limit), "source": b.source}
+    args = {"count": format_count(used), "limit": format_count(limit), "source": b.source}
     if b.is_group:
         return ngettext("Your group already has %(count)s job waiting or running; its limit is %(limit)s at a time "
                         "(%(source)s). Wait for one to finish, or cancel one.",
@@ -29,7 +29,9 @@ def _jobs_message(b: Budget) -> str:
                     "(%(source)s). Wait for one to finish, or cancel one.", used) % args
 
 
-def _gpu_message(b: Budget, need: float, reset: date) -> str:
+def gpu_message(b: Budget, need: float, reset: date) -> str:
+    """The refusal when a job needing about `need` GPU-hours does not fit what is left of `b` this
+    month; `reset`: the day the monthly budget starts again."""
     args = {"used": format_hours(b.used), "limit": format_hours(b.limit), "left": format_hours(b.left),
             "need": format_hours(need), "source": b.source, "reset": formats.date_format(reset, "j F")}
     if b.is_group:
@@ -56,5 +58,25 @@ def format_mb(size: int) -> str:
     return format_hours(size / MB)  # same rounding: 120, 1.5, 0.05
 
 
-def _count(n) -> str:
+def format_count(n) -> str:
+    """A whole number for people: localised, with thousands grouped (1,234 / 1 234)."""
     return formats.number_format(int(n), 0, force_grouping=True)
+
+
+def plain_duration(seconds: float) -> str:
+    """A time as people say it, rounded: "45 seconds", "3 minutes", "1 hour 30 minutes", "2 days"."""
+    s = max(0, round(seconds))
+    if s < 90:
+        return ngettext("%(n)s second", "%(n)s seconds", s) % {"n": s}
+    minutes = round(s / 60)
+    if minutes < 60:
+        return ngettext("%(n)s minute", "%(n)s minutes", minutes) % {"n": minutes}
+    hours, minutes = divmod(minutes, 60)
+    if hours >= 48:
+        days = round(hours / 24)
+        return ngettext("%(n)s day", "%(n)s days", days) % {"n": days}
+    text = ngettext("%(n)s hour", "%(n)s hours", hours) % {"n": hours}
+    if minutes:
+        text = _("%(hours)s %(minutes)s") % {
+            "hours": text, "minutes": ngettext("%(n)s minute", "%(n)s minutes", minutes) % {"n": minutes}}
+    return text

@@ -22,11 +22,10 @@ from django.utils.http import content_disposition_header
 from django.utils.text import slugify
 
 from cluster import PathNotAllowed, check_in_roots, map_path
-from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
-
 from jobs import audit
 from jobs.models import Job, Target
 from jobs.uploads.content import MAX_NAME_BYTES, safe_name
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 #: bytes read from an output per zip write: large enough to be fast, small enough to stream
 ZIP_CHUNK_BYTES = 1024 * 1024

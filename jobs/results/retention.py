@@ -37,19 +37,17 @@ from django.utils.translation import gettext as _
 
 import cluster
 from cluster.cleanup import delete_job_folder
-
 from jobs import audit
-
 from jobs.background import enqueue
 from jobs.models import Job, NoticeKind, NotificationPreference, RetentionPolicy, Source, Target
 from jobs.models.job import FINAL_STATUSES
-from jobs.usage import notifications
+from jobs.usage import notices, notifications
 from jobs.words import in_language_of
 
 log = logging.getLogger(__name__)
 
 __all__ = ["FilesDeleted", "delete_job_files", "delete_on_cluster", "due_for_notice", "due_for_deletion",
-           "beat", "send_notice", "expire_job", "files_gone", "deletion_date"]
+           "beat", "send_notice", "expire_job", "files_gone", "files_gone_message", "deletion_date"]
 
 #: EmailNotice.kind of the notice (its key, "retention:<job uuid>", makes it go once per job)
 NOTICE_KIND = NoticeKind.RETENTION
@@ -144,15 +142,20 @@ def expire_job(job_id: str) -> bool:
     return job is not None and delete_job_files(job, reason="retention") is not None
 
 
-def files_gone(job: Job, api: bool = False) -> HttpResponse | None:
-    """410 Gone, in plain words, for a download of a job whose files were deleted; None otherwise."""
+def files_gone_message(job: Job) -> str | None:
+    """What a download of a job whose files were deleted is told (in the active language); None
+    while the files are there. The API answers it as its JSON error, 410 (jobs.api)."""
     if job.files_deleted_at is None:
         return None
-    message = _("The files of this job were deleted on %(date)s; they cannot be downloaded any more.") % {
+    return _("The files of this job were deleted on %(date)s; they cannot be downloaded any more.") % {
         "date": formats.date_format(timezone.localtime(job.files_deleted_at), "Y-m-d")}
-    if api:
-        from jobs.api.auth import error
-        return error(message, 410)
+
+
+def files_gone(job: Job) -> HttpResponse | None:
+    """410 Gone, in plain words, for a download of a job whose files were deleted; None otherwise."""
+    message = files_gone_message(job)
+    if message is None:
+        return None
     return HttpResponse(message, status=410, content_type="text/plain; charset=utf-8")
 
 
@@ -229,15 +232,15 @@ def send_notice(job_id: str) -> str:
         date = formats.date_format(timezone.localtime(when), "Y-m-d")
         subject = _("The files of job “%(name)s” will be deleted on %(date)s") % {
             "name": notifications.display_name(job), "date": date}
-        notice = notifications._claim(f"retention:{job.id}", kind=NOTICE_KIND, user=user, job=job, to=user.email,
-                                      subject=f"{notifications.SUBJECT_TAG} {subject}"[:300])
+        notice = notices.claim(f"retention:{job.id}", kind=NOTICE_KIND, user=user, job=job, to=user.email,
+                               subject=f"{notifications.SUBJECT_TAG} {subject}"[:300])
         if notice is None:
             return ""
         if not NotificationPreference.for_user(user).job_emails:
-            return notifications._skip(notice, "opted out of job emails")
+            return notices.skip(notice, "opted out of job emails")
         context = {"job": job, "name": notifications.display_name(job), "date": date,
                    "user_name": user.get_full_name() or user.get_username(),
                    "url": notifications.absolute_url(reverse("job-detail", args=[job.id])),
                    "settings_url": notifications.absolute_url(reverse("account") + "#notifications")}
-        return notifications._send(notice, "email/retention_notice", context)
+        return notices.send(notice, "email/retention_notice", context)
 

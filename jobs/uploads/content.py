@@ -12,8 +12,8 @@ from django.http.multipartparser import MultiPartParser
 from django.utils.translation import gettext as _
 from PIL import Image, UnidentifiedImageError
 
-from jobs.uploads.decoding import open_image
 from jobs.errors import UploadRejected
+from jobs.uploads.decoding import open_image
 
 #: first bytes of the video containers the worker reads (mp4/mov: a box type at offset 4)
 _MP4_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")

@@ -21,16 +21,15 @@ from django.core.files import File
 from django.utils.translation import gettext as _
 from PIL import Image
 
+from jobs import content_safety
+from jobs.errors import UploadRejected
+from jobs.models import Upload, UploadKind, UploadStatus
+from jobs.uploads.content import check_upload
+from jobs.uploads.decoding import decode_slot, max_pixels, small_picture, too_many_pixels
 from worker import ffmpeg as ff
 from worker.errors import TargetError
 from worker.facecheck import CHECK_MAX_SIDE, face_crop_box, find_faces
 from worker.video import probe_video
-
-from jobs import content_safety
-from jobs.uploads.decoding import decode_slot, max_pixels, small_picture, too_many_pixels
-from jobs.errors import UploadRejected
-from jobs.models import Upload, UploadKind, UploadStatus
-from jobs.uploads.content import check_upload
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +135,9 @@ def poster_command(src: str | os.PathLike, out: str | os.PathLike, at_seconds: f
                    stream_index: int | None = None) -> list[str]:
     """ffmpeg's argument list for one frame of `src`'s stream `stream_index` (the one the worker
     reads) at `at_seconds`, scaled to PREVIEW_SIDE, as JPEG: the file protocol and video demuxers
-    only, no picture over the pixel limit (`worker.ffmpeg.input_args`)."""
-    return ff.poster_command(src, out, at_seconds, PREVIEW_SIDE, stream_index, max_pixels())
+    only, no picture over the pixel limit (`worker.ffmpeg.frame_command`, as the content check's)."""
+    return ff.frame_command(src, at_seconds, out, codec="mjpeg", side=PREVIEW_SIDE, stream_index=stream_index,
+                            max_pixels=max_pixels())
 
 
 def save_poster(src: Path, out: Path, duration: float | None, stream_index: int | None = None) -> None:

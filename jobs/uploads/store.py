@@ -24,8 +24,8 @@ from django.utils.translation import gettext as _
 from jobs.errors import PortalError
 from jobs.models import Upload, UploadKind, UploadPolicy, UploadStatus
 from jobs.models.upload import upload_dir
-from jobs.uploads.on_complete import check_arrived
 from jobs.uploads.content import safe_name, unique_name, without_hidden_characters
+from jobs.uploads.on_complete import check_arrived
 
 log = logging.getLogger(__name__)
 

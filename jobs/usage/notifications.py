@@ -13,7 +13,7 @@ Rules:
 - Quota emails go once per threshold per month (`EmailNotice.key`). When one job jumps past
   both thresholds only the 100 % email goes; the 80 % one is recorded as skipped.
 - Every email decided is an `EmailNotice` row, claimed before the send (two workers cannot both
-  send it) and marked sent, failed (with the error) or skipped (opted out, no address).
+  send it) and marked sent, failed (with the error) or skipped (opted out, no address): jobs.usage.notices.
 - A failing SMTP server never fails a job: the job's state was committed before any of this
   runs, and a send error is caught, logged (never the SMTP password) and recorded on the notice.
 """
@@ -27,18 +27,15 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import signing
-from django.core.mail import EmailMultiAlternatives
-from django.db import IntegrityError, transaction
-from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
 from django.utils import translation
 from django.utils.translation import gettext as _
 
 from jobs import quotas
+from jobs.models import Job, JobStatus, NoticeKind, NotificationPreference, UsageRecord
 from jobs.quotas import format_hours, resets_on
+from jobs.usage import notices
 from jobs.usage.accounting import gpu_hours_this_month, month_of
-from jobs.models import EmailNotice, Job, JobStatus, NoticeKind, NoticeStatus, NotificationPreference, UsageRecord
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +83,12 @@ def notify_job_finished(job_id: str) -> str:
     if job is None or job.status not in EMAILED_STATUSES:
         return ""
     user = job.owner
-    notice = _claim(f"job:{job.id}", kind=NoticeKind.JOB_FINISHED, user=user, job=job, to=user.email,
-                    subject=job_subject(job)[:300])
+    notice = notices.claim(f"job:{job.id}", kind=NoticeKind.JOB_FINISHED, user=user, job=job, to=user.email,
+                           subject=job_subject(job)[:300])
     if notice is None:
         return ""  # already sent (or being sent) by another worker
     if not NotificationPreference.for_user(user).job_emails:
-        return _skip(notice, "opted out of job emails")
+        return notices.skip(notice, "opted out of job emails")
     usage = UsageRecord.objects.filter(job=job).first()
     context = {
         "job": job, "name": display_name(job), "user_name": user.get_full_name() or user.get_username(),
@@ -100,7 +97,7 @@ def notify_job_finished(job_id: str) -> str:
         "template_name": job.snapshot.name,
         "gpu_hours": usage.gpu_hours if usage else None,
     }
-    return _send(notice, "email/job_finished", context)
+    return notices.send(notice, "email/job_finished", context)
 
 
 # ---- quota thresholds -------------------------------------------------------------------------
@@ -160,21 +157,21 @@ def notify_quota(user_id: int, now: datetime | None = None) -> list[str]:
     wants = NotificationPreference.for_user(user).quota_emails
     for n, (pct, kind) in enumerate(reached):  # highest first
         subject = _quota_subject(pct, quota)
-        notice = _claim(f"quota:{pct}:{period:%Y-%m}:{user.pk}", kind=kind, user=user, period=period, to=user.email,
-                        subject=subject[:300])
+        notice = notices.claim(f"quota:{pct}:{period:%Y-%m}:{user.pk}", kind=kind, user=user, period=period,
+                               to=user.email, subject=subject[:300])
         if notice is None:
             continue
         decided.append(kind)
         if n > 0:
-            _skip(notice, f"passed straight to {reached[0][0]} %")
+            notices.skip(notice, f"passed straight to {reached[0][0]} %")
         elif not wants:
-            _skip(notice, "opted out of quota emails")
+            notices.skip(notice, "opted out of quota emails")
         else:
             context = {"user_name": user.get_full_name() or user.get_username(), "quota": quota, "percent": pct,
                        "month": period, "reset": resets_on(now),
                        "usage_url": absolute_url(reverse("usage")),
                        "settings_url": absolute_url(reverse("account") + "#notifications")}
-            _send(notice, "email/quota", context)
+            notices.send(notice, "email/quota", context)
     return decided
 
 
@@ -237,56 +234,9 @@ def send_email_changed_notice(user_id: int, old_email: str, language: str) -> bo
 def _send_account_email(to: str, subject: str, template: str, context: dict) -> None:
     """Send `<template>.txt` and `.html` to `to`. A send error is raised: RQ keeps the failed task
     (its error never holds the SMTP password); these emails are not notices, so no EmailNotice row."""
-    message = EmailMultiAlternatives(subject=f"{SUBJECT_TAG} {subject}", body=render_to_string(f"{template}.txt", context),
-                                     from_email=settings.DEFAULT_FROM_EMAIL, to=[to],
-                                     headers={"Auto-Submitted": "auto-generated"})
-    message.attach_alternative(render_to_string(f"{template}.html", context), "text/html")
+    message = notices.multipart_email(f"{SUBJECT_TAG} {subject}", to, template, context)
     try:
         message.send()
     except Exception as exc:  # noqa: BLE001 - re-raised without the SMTP password in its text
-        raise RuntimeError(_without_secrets(f"{type(exc).__name__}: {exc}")) from None
+        raise RuntimeError(notices.without_secrets(f"{type(exc).__name__}: {exc}")) from None
     log.info("account email %s sent to %s", template, to)
-
-
-# ---- sending ----------------------------------------------------------------------------------
-
-def _claim(key: str, **fields) -> EmailNotice | None:
-    """Insert the notice (this worker sends it), or take over one that failed before; else None."""
-    try:
-        with transaction.atomic():
-            return EmailNotice.objects.create(key=key, **fields)
-    except IntegrityError:
-        if EmailNotice.objects.filter(key=key, status=NoticeStatus.FAILED).update(status=NoticeStatus.SENDING, error=""):
-            return EmailNotice.objects.get(key=key)
-        return None
-
-
-def _skip(notice: EmailNotice, why: str) -> str:
-    EmailNotice.objects.filter(pk=notice.pk).update(status=NoticeStatus.SKIPPED, error=why)
-    return NoticeStatus.SKIPPED
-
-
-def _send(notice: EmailNotice, template: str, context: dict) -> str:
-    """Render `<template>.txt` and `.html`, send both as one multipart email, record the outcome."""
-    if not notice.to:
-        return _skip(notice, "the user has no email address")
-    message = EmailMultiAlternatives(subject=notice.subject, body=render_to_string(f"{template}.txt", context),
-                                     from_email=settings.DEFAULT_FROM_EMAIL, to=[notice.to],
-                                     headers={"Auto-Submitted": "auto-generated"})
-    message.attach_alternative(render_to_string(f"{template}.html", context), "text/html")
-    try:
-        message.send()
-    except Exception as exc:  # noqa: BLE001 - any SMTP or network error: record it, never raise
-        error = _without_secrets(f"{type(exc).__name__}: {exc}")
-        log.warning("email %s to %s not sent via %s:%s: %s", notice.key, notice.to, settings.EMAIL_HOST,
-                    settings.EMAIL_PORT, error)
-        EmailNotice.objects.filter(pk=notice.pk).update(status=NoticeStatus.FAILED, error=error[:2000])
-        return NoticeStatus.FAILED
-    EmailNotice.objects.filter(pk=notice.pk).update(status=NoticeStatus.SENT, sent_at=timezone.now(), error="")
-    log.info("email %s sent to %s", notice.key, notice.to)
-    return NoticeStatus.SENT
-
-
-def _without_secrets(text: str) -> str:
-    password = getattr(settings, "EMAIL_HOST_PASSWORD", "")
-    return text.replace(password, "***") if password else text

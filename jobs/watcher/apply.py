@@ -15,20 +15,28 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from cluster import time_limit_seconds
-
-from jobs.job import lifecycle
-
-from jobs import content_safety
-
+from jobs import content_safety, transitions
 from jobs.background import enqueue
-from jobs.live.protocol import Publisher
-from jobs.models import Job, JobStatus, Target, TargetStatus, Task
+from jobs.job import lifecycle
 from jobs.job.attempts import retry_note
 from jobs.job.retry import auto_retry
+from jobs.live.protocol import Publisher
+from jobs.models import Job, JobStatus, Target, TargetStatus, Task
 from jobs.usage.accounting import charge_job
 from jobs.watcher.decide import (
-    ClearError, Decision, EndAttempt, ExpectedStart, FetchOutputs, FetchPosters, HeldBack, JobMove, JobRow, TargetChange,
-    TargetRow, TaskChange, TaskRow,
+    ClearError,
+    Decision,
+    EndAttempt,
+    ExpectedStart,
+    FetchOutputs,
+    FetchPosters,
+    HeldBack,
+    JobMove,
+    JobRow,
+    TargetChange,
+    TargetRow,
+    TaskChange,
+    TaskRow,
 )
 
 log = logging.getLogger(__name__)
@@ -96,27 +104,21 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
     for change in decision.changes:
         if isinstance(change, TaskChange):
             task = tasks_by_index[change.index]
-            Task.objects.filter(pk=task.pk).update(**change.fields)
-            for k, v in change.fields.items():
-                setattr(task, k, v)
+            transitions.write(task, **change.fields)
             if _SHOWN_TASK_FIELDS & set(change.fields):
                 pub.task(job, task)
                 shown = True
         elif isinstance(change, TargetChange):
             target = targets_by_index[change.index]
-            Target.objects.filter(pk=target.pk).update(**change.fields)
-            for k, v in change.fields.items():
-                setattr(target, k, v)
+            transitions.write(target, **change.fields)
             pub.output(job, target)
             targets_changed = shown = True
         elif isinstance(change, HeldBack):
             content_safety.audit_held_back(job, change.index, change.labels)
-        elif isinstance(change, FetchOutputs):
+        elif isinstance(change, (FetchOutputs, FetchPosters)):
             Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
-            enqueue.enqueue_output_fetch(job, list(change.indexes))
-        elif isinstance(change, FetchPosters):
-            Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
-            enqueue_poster_fetch(job, list(change.indexes))
+            what = "posters" if isinstance(change, FetchPosters) else "outputs"
+            enqueue.enqueue_output_fetch(job, list(change.indexes), what)
         elif isinstance(change, JobMove):
             fields = dict(change.fields)
             if change.name == "lose":
@@ -140,15 +142,6 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
     if shown:  # what `jobs.watcher.reconcile.stale` measures from
         Job.objects.filter(pk=job.pk).update(changed_at=timezone.now())
     return shown
-
-
-def enqueue_poster_fetch(job: Job, indexes: list[int]) -> None:
-    """Fetch running videos' posters on the RQ worker (jobs.watcher.outputs.fetch_posters), never
-    in the watcher's poll; one RQ job per job and batch, like the outputs' fetch."""
-    rq_id = f"poster-{job.id}-{min(indexes)}-{max(indexes)}-{len(indexes)}"
-    enqueue.queue().enqueue("jobs.watcher.outputs.fetch_posters", str(job.id), sorted(indexes), job_id=rq_id,
-                          retry=enqueue.FETCH_RETRY, job_timeout=enqueue.FETCH_OUTPUTS_TIMEOUT, result_ttl=60,
-                          failure_ttl=enqueue.FAILURE_TTL)
 
 
 def end_attempt(job: Job, task_rows: list[Task], pub: Publisher | None = None) -> bool:
@@ -200,5 +193,5 @@ def _charge(job: Job) -> None:
     try:
         with transaction.atomic():  # a savepoint: a failed insert leaves the job's transaction usable
             charge_job(job)
-    except Exception:  # noqa: BLE001 - see the docstring
+    except Exception:
         log.exception("job %s: usage not charged", job.id)

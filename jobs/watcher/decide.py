@@ -51,16 +51,33 @@ from django.utils.translation import gettext  # the job's language: the caller a
 
 from cluster import SlurmTask
 from cluster import states as slurm_states
-from worker.progress import TaskProgress
-from worker.content_safety import HELD_BACK
-
 from jobs.results.target_words import target_message
 from jobs.watcher.rows import (  # noqa: F401 (the rules' vocabulary, imported from here by their callers)
-    FAILED, FETCH_AGAIN_AFTER, KILL_LINE_WAIT, LOST_AFTER, OK_STATUSES, OUT_OF_MEMORY, PENDING, REQUEUE_WAIT,
-    RUNNING, ClearError, Decision, EndAttempt, ExpectedStart, FetchOutputs, FetchPosters, HeldBack, JobMove,
-    JobRow, SlurmAnswer, TargetChange, TargetRow, TaskChange, TaskRow,
+    FAILED,
+    FETCH_AGAIN_AFTER,
+    KILL_LINE_WAIT,
+    LOST_AFTER,
+    OUT_OF_MEMORY,
+    PENDING,
+    REQUEUE_WAIT,
+    RUNNING,
+    ClearError,
+    Decision,
+    EndAttempt,
+    ExpectedStart,
+    FetchOutputs,
+    FetchPosters,
+    HeldBack,
+    JobMove,
+    JobRow,
+    SlurmAnswer,
+    TargetChange,
+    TargetRow,
+    TaskChange,
+    TaskRow,
 )
-
+from worker.content_safety import HELD_BACK
+from worker.progress import TaskProgress
 
 # ---- the rules ----------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ def _sweep() -> None:
 def _guarded(name: str, duty: Callable[[], object]) -> None:
     try:
         duty()
-    except Exception:  # noqa: BLE001 - the loop that follows the jobs never stops for a duty
+    except Exception:
         log.exception("%s failed", name)
 
 

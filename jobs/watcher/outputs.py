@@ -13,13 +13,13 @@ from pathlib import Path
 from PIL import Image, ImageOps
 
 import cluster
-from worker.layout import JobFolder
-from worker.manifest import VIDEO_EXTENSIONS
-
-from jobs.uploads.decoding import max_pixels
+from jobs import transitions
 from jobs.live.protocol import Publisher
 from jobs.models import Job, Target
-from jobs.models.job import OK_TARGET_STATUSES, is_video_name
+from jobs.models.job import OK_TARGET_STATUSES
+from jobs.uploads.decoding import max_pixels
+from worker.layout import JobFolder
+from worker.manifest import is_video_name
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def make_thumbnail(src_path: str, dst_path: str, size: int = 320) -> bool:
     placeholder, so this never raises. The file appears atomically (written aside, then renamed),
     so a page never serves half a thumbnail.
     """
-    if src_path.lower().endswith(VIDEO_EXTENSIONS):
+    if is_video_name(src_path):
         return False
     dst = Path(dst_path)
     tmp = dst.with_name(f".{dst.name}.part")
@@ -88,14 +88,20 @@ def _flatten(im: Image.Image) -> Image.Image:
 
 # ---- fetching outputs (an RQ task: a slow transfer never holds up the watcher's poll) -----------
 
+def _wanted(job_id: str, indexes: list[int], **still) -> tuple[Job | None, list[Target]]:
+    """The job and those of its targets `indexes` that still match `still` (the RQ task runs a while
+    after it was asked: another run may have fetched them); no targets when the job is gone."""
+    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
+    if job is None:
+        return None, []
+    return job, list(job.targets.filter(index__in=indexes, **still))
+
+
 def fetch_outputs(job_id: str, indexes: list[int]) -> int:
     """Fetch the outputs of these targets of one job over SFTP, make their thumbnails, and tell the
     job page. Returns how many were fetched. Safe to run twice: a target that has its output is
     skipped. A cluster outage raises (RQ retries; the watcher asks again later if need be)."""
-    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
-    if job is None:
-        return 0
-    wanted = list(job.targets.filter(index__in=indexes, output_file="", status__in=OK_TARGET_STATUSES))
+    job, wanted = _wanted(job_id, indexes, output_file="", status__in=OK_TARGET_STATUSES)
     if not wanted:
         return 0
     runner = cluster.runner_for(job.cluster)
@@ -113,10 +119,7 @@ def fetch_posters(job_id: str, indexes: list[int]) -> int:
     video ends), as their thumbnails, and tell the job page. A video that ended meanwhile gets its
     output instead (whose poster replaces the worker's). Returns how many thumbnails were made.
     Clears the targets' `fetch_asked_at`, so an output asked for next is asked at once."""
-    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
-    if job is None:
-        return 0
-    wanted = list(job.targets.filter(index__in=indexes, thumbnail_file=""))
+    job, wanted = _wanted(job_id, indexes, thumbnail_file="")
     if not wanted:
         return 0
     runner = cluster.runner_for(job.cluster)
@@ -162,6 +165,4 @@ def fetch_output(runner, job: Job, folder: JobFolder, target: Target) -> None:
     made = make_video_poster if is_video_name(target.output_name) else make_thumbnail
     if made(str(local), str(thumb)):
         fields["thumbnail_file"] = str(thumb)
-    Target.objects.filter(pk=target.pk).update(**fields)
-    for k, v in fields.items():
-        setattr(target, k, v)
+    transitions.write(target, **fields)

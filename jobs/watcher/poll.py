@@ -28,16 +28,15 @@ from django.utils import timezone
 import cluster
 from cluster import ClusterError, slurm
 from cluster.progress import log_tail_argv, parse_progress_dump, progress_argv
-from worker.progress import TaskProgress
-
-from jobs.live.protocol import Publisher
 from jobs.job.model_sets import record_models_used
+from jobs.live.protocol import Publisher
+from jobs.log_context import log_context
 from jobs.models import ClusterProfile, Job, JobAttempt, JobStatus
-from jobs.words import in_language_of
-from jobs.watcher.apply import apply, job_row, target_rows
 from jobs.watcher import reconcile
+from jobs.watcher.apply import apply, job_row, target_rows
 from jobs.watcher.decide import SlurmAnswer, decide, expected_in_queue
-from portal.logs import log_context
+from jobs.words import in_language_of
+from worker.progress import TaskProgress
 
 log = logging.getLogger(__name__)
 

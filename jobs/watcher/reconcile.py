@@ -36,7 +36,6 @@ from django.utils.translation import gettext  # the job's language: the caller a
 
 from cluster import SlurmTask
 from cluster import states as slurm_states
-
 from jobs.watcher.decide import JobRow, TaskChange, TaskRow
 
 #: added to the time limit: slurmctld ends a task a little after its limit, and the accounting

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from cluster import SlurmTask
 from cluster import states as slurm_states
+from worker.choices import SUCCESS_STATUSES
 
 #: how long a submitted job may be unknown to both squeue and sacct before it counts as lost
 LOST_AFTER = timedelta(minutes=5)
@@ -59,7 +60,7 @@ class TargetRow:
 
     @property
     def is_ok(self) -> bool:
-        return self.status in OK_STATUSES
+        return self.status in SUCCESS_STATUSES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +175,3 @@ class Decision:
 
     def of(self, kind) -> list:
         return [c for c in self.changes if isinstance(c, kind)]
-
-
-OK_STATUSES = frozenset({"done", "no_face", "skipped"})

@@ -2,9 +2,20 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from jobs.web.forms import RateLimitedAuthenticationForm
-from jobs.web.views import account, bookings, sources
-from jobs.web.views import files, folders, live, new_job, pages, results, uploads, usage
-from jobs.web.views import webhooks
+from jobs.web.views import (
+    account,
+    bookings,
+    files,
+    folders,
+    live,
+    new_job,
+    pages,
+    results,
+    sources,
+    uploads,
+    usage,
+    webhooks,
+)
 from jobs.web.views import delete as job_delete_views
 
 urlpatterns = [

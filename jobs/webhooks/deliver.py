@@ -27,12 +27,13 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from jobs.background import enqueue
-from jobs.models import DeliveryState, WebhookDelivery, WebhookSecret
-from jobs.models.preferences import LanguagePreference
 import jobs.webhooks.guard as guard
 import jobs.webhooks.signing as signing
 import jobs.webhooks.transport as transport
+from jobs import transitions
+from jobs.background import enqueue
+from jobs.models import DeliveryState, WebhookDelivery, WebhookSecret
+from jobs.models.preferences import LanguagePreference
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ def _attempt(delivery: WebhookDelivery, now: datetime) -> tuple[str, str, transp
     if not secret:
         return DeliveryState.FAILED, _(NO_SECRET), None
     try:
-        target = guard.target_of(delivery.url)
+        callback = guard.checked_callback(delivery.url)
     except guard.Refused as exc:
         return (DeliveryState.FAILED if exc.retry else DeliveryState.GIVEN_UP), exc.message, None
     body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
@@ -120,7 +121,7 @@ def _attempt(delivery: WebhookDelivery, now: datetime) -> tuple[str, str, transp
     }
     timeout = float(settings.WEBHOOK_TIMEOUT)
     try:
-        response = transport.post(target, body, headers, timeout)
+        response = transport.post(callback, body, headers, timeout)
     except (socket.timeout, TimeoutError):
         return DeliveryState.FAILED, _("The receiver did not answer within %(seconds)s seconds.") % {"seconds": f"{timeout:g}"}, None
     except ConnectionRefusedError:
@@ -150,12 +151,11 @@ def _judge(response: transport.Response) -> tuple[str, str]:
 def send_again(delivery: WebhookDelivery) -> bool:
     """The owner's "Send again": one more attempt now for a failed or given-up delivery (its
     retries continue while it is younger than WEBHOOK_MAX_AGE). False when it was not failed."""
-    moved = WebhookDelivery.objects.filter(
-        pk=delivery.pk, state__in=(DeliveryState.FAILED, DeliveryState.GIVEN_UP),
-    ).update(state=DeliveryState.PENDING, next_attempt_at=timezone.now())
+    moved = transitions.update_if(delivery, "state", (DeliveryState.FAILED, DeliveryState.GIVEN_UP),
+                                  DeliveryState.PENDING, next_attempt_at=timezone.now())
     if moved:
         transaction.on_commit(lambda: enqueue.enqueue_webhook(str(delivery.pk)))
-    return bool(moved)
+    return moved
 
 
 def send_due(now: datetime | None = None, grace: int = 60) -> int:

@@ -19,10 +19,11 @@ from django.utils.dateformat import format as format_date
 from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
 
+import jobs.webhooks.deliver as deliver
 from jobs.background import enqueue
 from jobs.models import Booking, Job, JobStatus, NoticeKind, NotificationPreference, WebhookDelivery
-from jobs.usage.notifications import SUBJECT_TAG, _claim, _send, _skip, absolute_url
-import jobs.webhooks.deliver as deliver
+from jobs.usage import notices
+from jobs.usage.notifications import SUBJECT_TAG, absolute_url
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def job_finished(job: Job) -> WebhookDelivery | None:
             return None
         return deliver.record(key=f"job:{job.id}:{job.attempt}:{job.status}", user=job.owner, url=job.callback_url,
                               event=f"job.{job.status}", payload=job_payload(job), job=job)
-    except Exception:  # noqa: BLE001 - a webhook never fails the job's end
+    except Exception:
         log.exception("job %s: webhook not recorded", job.id)
         return None
 
@@ -104,7 +105,7 @@ def booking_event(booking: Booking, event: str) -> WebhookDelivery | None:
         if event in EMAILED_BOOKING_EVENTS:
             booking_id = str(booking.id)
             transaction.on_commit(lambda: enqueue.enqueue_booking_email(booking_id, event))
-    except Exception:  # noqa: BLE001 - telling the owner never fails the booking's change
+    except Exception:
         log.exception("booking %s: %s not recorded for webhook/email", booking.id, event)
     return delivery
 
@@ -132,12 +133,12 @@ def email_booking_event(booking_id: str, event: str) -> str:
     with translation.override(booking.language or settings.LANGUAGE_CODE):
         name = " ".join(booking.task_name.split())[:80]
         headline = _booking_headline(event, {"name": name})
-        notice = _claim(f"booking:{booking.id}:{event}", kind=NoticeKind.BOOKING, user=user, to=user.email,
-                        subject=f"{SUBJECT_TAG} {headline}"[:300])
+        notice = notices.claim(f"booking:{booking.id}:{event}", kind=NoticeKind.BOOKING, user=user, to=user.email,
+                               subject=f"{SUBJECT_TAG} {headline}"[:300])
         if notice is None:
             return ""
         if not NotificationPreference.for_user(user).booking_emails:
-            return _skip(notice, "opted out of booking emails")
+            return notices.skip(notice, "opted out of booking emails")
         context = {
             "booking": booking, "event": event, "headline": headline, "name": name,
             "user_name": user.get_full_name() or user.get_username(),
@@ -147,5 +148,5 @@ def email_booking_event(booking_id: str, event: str) -> str:
             "url": booking_url(booking),
             "settings_url": absolute_url(reverse("account") + "#notifications"),
         }
-        return _send(notice, "email/booking_event", context)
+        return notices.send(notice, "email/booking_event", context)
 

@@ -28,7 +28,8 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.core.validators import URLValidator
 from django.utils.translation import gettext as _
 
-__all__ = ["Refused", "Target", "address_refused", "allowed_networks", "check_callback_url", "resolve", "target_of"]
+__all__ = ["CheckedCallback", "Refused", "address_refused", "allowed_networks", "check_callback_url", "checked_callback",
+           "resolve"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _url_syntax = URLValidator(schemes=["http", "https"])
@@ -45,8 +46,9 @@ class Refused(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class Target:
-    """A checked callback: connect to `address`, say `host` (Host header, TLS SNI)."""
+class CheckedCallback:
+    """A callback URL the guard allowed, for one call: connect to `address`, say `host` (Host
+    header, TLS SNI)."""
 
     scheme: str
     host: str
@@ -110,7 +112,7 @@ def _checked(host: str, addresses: list[str]) -> str:
     return addresses[0]
 
 
-def target_of(url: str) -> Target:
+def checked_callback(url: str) -> CheckedCallback:
     """The callback checked and resolved, for one call; Refused when it must not be called."""
     parts, port = _split(url)
     host = parts.hostname or ""
@@ -119,7 +121,7 @@ def target_of(url: str) -> Target:
     except (OSError, UnicodeError):
         raise Refused(_("The callback's host name %(host)s cannot be found.") % {"host": host}, retry=True) from None
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return Target(parts.scheme, host, port, path, _checked(host, addresses))
+    return CheckedCallback(parts.scheme, host, port, path, _checked(host, addresses))
 
 
 def check_callback_url(url: str) -> str | None:
@@ -128,7 +130,7 @@ def check_callback_url(url: str) -> str | None:
     A name that does not resolve now is accepted (DNS may be down, or the receiver not set up yet):
     every call checks it again."""
     try:
-        target_of(url)
+        checked_callback(url)
     except Refused as exc:
         return None if exc.retry else exc.message
     return None

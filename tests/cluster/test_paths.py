@@ -5,10 +5,17 @@ import os
 import pytest
 
 from cluster import (
-    ClusterError, PathNotAllowed, RemoteFileError, check_in_roots, list_folder_argv, list_folder_in_roots, map_path,
+    ClusterError,
+    PathNotAllowed,
+    RemoteFileError,
+    check_in_roots,
+    list_folder_argv,
+    list_folder_in_roots,
+    map_path,
     resolve_remote_in_roots,
 )
 from cluster.paths import answer_folder_listing, parse_folder_listing
+from tests.fake_ssh import FakeSSH, run_here
 
 ROOTS = ["/srv/storage", "/data/shared/"]
 
@@ -43,40 +50,25 @@ def test_it_allows_everything_under_a_root_of_slash():
     assert check_in_roots("/anything/at/all", ["/"]) == "/anything/at/all"
 
 
-class FakeRunner:
-    """Stands in for SSHRunner.realpath: a map of symlinks on an imaginary cluster."""
-
-    def __init__(self, links: dict[str, str], missing=()):
-        self.links, self.missing = links, set(missing)
-
-    def realpath(self, path):
-        if path in self.missing:
-            raise RemoteFileError(f"no such file: {path}", path, 2)
-        for link, target in sorted(self.links.items(), key=lambda kv: -len(kv[0])):
-            if path == link or path.startswith(link + "/"):
-                return target + path[len(link):]
-        return path
-
-
 def test_it_refuses_a_symlink_that_leads_out_of_the_roots():
-    runner = FakeRunner({"/srv/storage/evil": "/etc"})
+    runner = FakeSSH(links={"/srv/storage/evil": "/etc"})  # symlinks on an imaginary cluster
     with pytest.raises(PathNotAllowed, match="symbolic link"):
         resolve_remote_in_roots(runner, "/srv/storage/evil/passwd", ROOTS)
 
 
 def test_it_returns_the_resolved_path_of_a_link_that_stays_inside():
-    runner = FakeRunner({"/srv/storage/latest": "/srv/storage/2024/june"})
+    runner = FakeSSH(links={"/srv/storage/latest": "/srv/storage/2024/june"})
     assert resolve_remote_in_roots(runner, "/srv/storage/latest/a.jpg", ROOTS) == \
         "/srv/storage/2024/june/a.jpg"
 
 
 def test_it_admits_paths_under_a_root_that_is_itself_a_link():
-    runner = FakeRunner({"/srv/storage": "/mnt/nfs/storage"}, missing={"/data/shared"})
+    runner = FakeSSH(links={"/srv/storage": "/mnt/nfs/storage"}, missing={"/data/shared"})
     assert resolve_remote_in_roots(runner, "/srv/storage/x", ROOTS) == "/mnt/nfs/storage/x"
 
 
 def test_it_checks_lexically_before_asking_the_cluster():
-    runner = FakeRunner({})
+    runner = FakeSSH(links={})
     runner.realpath = None  # would raise TypeError if it were called
     with pytest.raises(PathNotAllowed):
         resolve_remote_in_roots(runner, "/etc/passwd", ROOTS)
@@ -103,21 +95,10 @@ def test_it_refuses_to_map_a_path_no_prefix_covers():
 
 # --- a folder listed with every entry resolved (one command) --------------------------------------
 
-class LocalRunner:
+def here() -> FakeSSH:
     """Runs the command on this machine instead of over SSH (the same POSIX sh, find and realpath
-    a cluster has), and counts the round trips a real runner would make."""
-
-    def __init__(self):
-        self.calls = []
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        import subprocess
-
-        from cluster import CommandResult
-
-        self.calls.append(argv)
-        p = subprocess.run(argv, capture_output=True, timeout=timeout)
-        return CommandResult(argv, p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
+    a cluster has); its `commands` count the round trips a real runner would make."""
+    return FakeSSH(on_run=run_here)
 
 
 @pytest.fixture
@@ -142,10 +123,10 @@ def storage(tmp_path):
 
 
 def test_it_lists_a_folder_with_every_entry_resolved_in_one_command(storage):
-    runner = LocalRunner()
+    runner = here()
     shoot = str(storage / "shoot")
     listing = list_folder_in_roots(runner, shoot, [str(storage)])
-    assert len(runner.calls) == 1
+    assert len(runner.commands) == 1
     assert listing.path == shoot
     got = {e.name: (e.type, e.path, e.link, e.refused) for e in listing.entries}
     assert got == {
@@ -167,7 +148,7 @@ def test_it_lists_a_folder_with_every_entry_resolved_in_one_command(storage):
 
 def test_a_broken_link_inside_the_roots_is_no_file_and_not_refused(storage):
     (storage / "shoot" / "later.jpg").symlink_to(storage / "shoot" / "not-yet.jpg")
-    listing = list_folder_in_roots(LocalRunner(), str(storage / "shoot"), [str(storage)])
+    listing = list_folder_in_roots(here(), str(storage / "shoot"), [str(storage)])
     later = next(e for e in listing.entries if e.name == "later.jpg")
     assert (later.type, later.refused) == ("other", None)
 
@@ -182,27 +163,27 @@ def test_a_thousand_files_and_links_cost_one_command_and_little_time(storage):
     for i in range(300):
         (big / f"in{i:03d}.jpg").symlink_to(f"img{i:04d}.jpg")
         (big / f"out{i:03d}.jpg").symlink_to("/etc/hostname")
-    runner = LocalRunner()
+    runner = here()
     t0 = time.perf_counter()
     listing = list_folder_in_roots(runner, str(big), [str(storage)])
-    assert time.perf_counter() - t0 < 5 and len(runner.calls) == 1
+    assert time.perf_counter() - t0 < 5 and len(runner.commands) == 1
     assert len(listing.entries) == 1600
     assert sum(e.refused == "link_outside" for e in listing.entries) == 300
     assert all(e.path == f"{big}/img0{e.name[2:5]}.jpg" for e in listing.entries if e.name.startswith("in"))
 
 
 def test_it_refuses_a_folder_that_leads_out_of_the_roots(storage):
-    runner = LocalRunner()
+    runner = here()
     with pytest.raises(PathNotAllowed, match="symbolic link"):
         list_folder_in_roots(runner, str(storage / "shoot" / "etc"), [str(storage)])
     with pytest.raises(PathNotAllowed):
         list_folder_in_roots(runner, "/etc", [str(storage)])
-    assert len(runner.calls) == 1  # the lexical check answered the second one
+    assert len(runner.commands) == 1  # the lexical check answered the second one
 
 
 def test_it_admits_a_root_that_is_itself_a_link(storage, tmp_path):
     (tmp_path / "mnt").symlink_to(storage)
-    listing = list_folder_in_roots(LocalRunner(), str(tmp_path / "mnt" / "shoot"), [str(tmp_path / "mnt")])
+    listing = list_folder_in_roots(here(), str(tmp_path / "mnt" / "shoot"), [str(tmp_path / "mnt")])
     assert listing.path == str(storage / "shoot")
     assert {e.name for e in listing.entries if e.refused} == {"out.jpg", "passwd.jpg", "etc", "broken.jpg"}
 
@@ -211,7 +192,7 @@ def test_it_admits_a_root_that_is_itself_a_link(storage, tmp_path):
                                                 ("shoot/a.jpg", 20, "not a folder")])
 def test_it_says_why_a_folder_cannot_be_listed(storage, name, errno, words):
     with pytest.raises(RemoteFileError, match=words) as caught:
-        list_folder_in_roots(LocalRunner(), str(storage / name), [str(storage)])
+        list_folder_in_roots(here(), str(storage / name), [str(storage)])
     assert caught.value.errno == errno
 
 
@@ -237,14 +218,9 @@ def test_it_reads_an_answer_and_refuses_one_that_is_cut_off():
 def test_it_gives_fake_runners_an_answer_it_reads_back():
     from cluster import RemoteEntry
 
-    class Answering:
-        def run(self, argv, stdin=None, timeout=60, check=False):
-            from cluster import CommandResult
-
-            entries = [RemoteEntry("b.jpg", "/r/f/b.jpg", "file", 3, 0), RemoteEntry("sub", "/r/f/sub", "dir", 0, 0)]
-            return CommandResult(argv, 0, answer_folder_listing(argv, entries), "")
-
-    listing = list_folder_in_roots(Answering(), "/r/f", ["/r"])
+    entries = [RemoteEntry("b.jpg", "/r/f/b.jpg", "file", 3, 0), RemoteEntry("sub", "/r/f/sub", "dir", 0, 0)]
+    answering = FakeSSH(on_run=lambda argv: answer_folder_listing(argv, entries))
+    listing = list_folder_in_roots(answering, "/r/f", ["/r"])
     assert listing.path == "/r/f"
     assert [(e.name, e.path, e.type, e.size, e.refused) for e in listing.entries] == [
         ("b.jpg", "/r/f/b.jpg", "file", 3, None), ("sub", "/r/f/sub", "dir", 0, None)]

@@ -9,9 +9,23 @@ from pathlib import Path
 import pytest
 
 from cluster import (
-    REFUSAL_CODES, GpuUse, NodeGpus, SlurmError, SlurmReservation, expand_hostlist, gpu_history_argv,
-    gpu_inventory_argv, parse_gpu_history, parse_gpu_inventory, parse_reservations, reservation_create_argv,
-    reservation_delete_argv, reservation_refusal, reservation_update_argv, reservations_show_argv, slurm_time,
+    REFUSAL_CODES,
+    GpuUse,
+    NodeGpus,
+    SlurmError,
+    SlurmReservation,
+    expand_hostlist,
+    gpu_history_argv,
+    gpu_inventory_argv,
+    parse_gpu_history,
+    parse_gpu_inventory,
+    parse_reservations,
+    reservation_create_argv,
+    reservation_delete_argv,
+    reservation_refusal,
+    reservation_update_argv,
+    reservations_show_argv,
+    slurm_time,
     window_minutes,
 )
 

@@ -13,9 +13,19 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from cluster import (
-    gpu_history_argv, gpu_inventory_argv, parse_gpu_history, parse_gpu_inventory, parse_reservations,
-    parse_sbatch_parsable, reservation_create_argv, reservation_delete_argv, reservation_refusal,
-    reservation_update_argv, reservations_show_argv, sbatch_argv, scancel_argv,
+    gpu_history_argv,
+    gpu_inventory_argv,
+    parse_gpu_history,
+    parse_gpu_inventory,
+    parse_reservations,
+    parse_sbatch_parsable,
+    reservation_create_argv,
+    reservation_delete_argv,
+    reservation_refusal,
+    reservation_update_argv,
+    reservations_show_argv,
+    sbatch_argv,
+    scancel_argv,
 )
 
 from .real_cluster import GRES, PARTITION, USER

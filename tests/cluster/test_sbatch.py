@@ -6,7 +6,12 @@ import subprocess
 import pytest
 
 from cluster import (
-    SbatchSpec, compress_ranges, render_script, time_limit_seconds, validate_gres, validate_mem,
+    SbatchSpec,
+    compress_ranges,
+    render_script,
+    time_limit_seconds,
+    validate_gres,
+    validate_mem,
     validate_time_limit,
 )
 

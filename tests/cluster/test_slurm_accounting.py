@@ -29,7 +29,7 @@ class StandIns:
         self.queued = root / "queued.txt"
         self.queued.write_text("")
         self._program("squeue", f'cat "{self.queued}"')
-        self._program("sacct", f"""case "$*" in *--json*) echo '{{"jobs": []}}' ;; *) echo '33|0:0' ;; esac""")
+        self._program("sacct", """case "$*" in *--json*) echo '{"jobs": []}' ;; *) echo '33|0:0' ;; esac""")
         if awk == "busybox":
             self._program("awk", 'exec busybox awk "$@"')
         else:
@@ -135,7 +135,7 @@ def test_it_reads_sacct_output_that_looks_like_markers_only_at_the_start_of_a_li
 
 
 @pytest.mark.parametrize("text", ["", "sacct: error\n", f"{MARK}:asked:33\n{{}}\n", f"{MARK}:asked:33\n{{}}\n{MARK}:sacct:0\n",
-                                  f"fedcba9876543210:asked:\n"])
+                                  "fedcba9876543210:asked:\n"])
 def test_output_cut_short_is_an_error_not_an_empty_answer(text):
     with pytest.raises(SlurmError):
         parse_accounting_when_needed(text, MARK)

@@ -5,7 +5,13 @@ import sys
 import pytest
 
 from cluster import (
-    sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv, scontrol_partitions_argv, sinfo_argv, squeue_argv,
+    sacct_argv,
+    sacct_exit_codes_argv,
+    sbatch_argv,
+    scancel_argv,
+    scontrol_partitions_argv,
+    sinfo_argv,
+    squeue_argv,
 )
 
 

@@ -4,8 +4,16 @@ from pathlib import Path
 import pytest
 
 from cluster import (
-    SlurmError, expand_array_range, find_job_by_name, gres_gpu_types, parse_sacct, parse_sacct_exit_codes,
-    parse_sbatch_parsable, parse_scontrol_partitions, parse_sinfo, parse_squeue,
+    SlurmError,
+    expand_array_range,
+    find_job_by_name,
+    gres_gpu_types,
+    parse_sacct,
+    parse_sacct_exit_codes,
+    parse_sbatch_parsable,
+    parse_scontrol_partitions,
+    parse_sinfo,
+    parse_squeue,
 )
 
 SAMPLES = Path(__file__).parent / "samples" / "22.05"

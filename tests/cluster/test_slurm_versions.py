@@ -22,8 +22,15 @@ import pytest
 
 from cluster import SlurmError, find_job_by_name, parse_sacct, parse_sbatch_parsable, parse_sinfo, parse_squeue
 from cluster.slurm import (
-    parse_gpu_history, parse_gpu_inventory, parse_reservations, parse_slurm_release, reservation_create_argv,
-    reserves_gpus, parse_scontrol_config, parse_scontrol_partitions, parse_squeue_tasks,
+    parse_gpu_history,
+    parse_gpu_inventory,
+    parse_reservations,
+    parse_scontrol_config,
+    parse_scontrol_partitions,
+    parse_slurm_release,
+    parse_squeue_tasks,
+    reservation_create_argv,
+    reserves_gpus,
     sbatch_refusal,
 )
 from cluster.states import effective_state

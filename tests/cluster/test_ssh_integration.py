@@ -16,12 +16,28 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from cluster import (
-    AuthenticationFailed, ClusterConfig, ClusterUnreachable, HostKeyRejected, PathNotAllowed,
-    RemoteFileError, SbatchSpec, SSHRunner, find_job_by_name,
+    AuthenticationFailed,
+    ClusterConfig,
+    ClusterUnreachable,
+    HostKeyRejected,
+    PathNotAllowed,
+    RemoteFileError,
+    SbatchSpec,
+    SSHRunner,
+    find_job_by_name,
     parse_sacct,
-    parse_sbatch_parsable, parse_sinfo, parse_squeue, plain_reason, render_script,
-    resolve_remote_in_roots, sacct_argv, sacct_exit_codes_argv, sbatch_argv, scancel_argv,
-    sinfo_argv, squeue_argv,
+    parse_sbatch_parsable,
+    parse_sinfo,
+    parse_squeue,
+    plain_reason,
+    render_script,
+    resolve_remote_in_roots,
+    sacct_argv,
+    sacct_exit_codes_argv,
+    sbatch_argv,
+    scancel_argv,
+    sinfo_argv,
+    squeue_argv,
 )
 from cluster.states import is_terminal
 

@@ -4,13 +4,17 @@ import subprocess
 
 import paramiko
 import pytest
-
-import cluster
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
+import cluster
 from cluster import (
-    AuthenticationFailed, ClusterConfig, HostKeyRejected, SSHRunner, close_all_runners, get_runner,
+    AuthenticationFailed,
+    ClusterConfig,
+    HostKeyRejected,
+    SSHRunner,
+    close_all_runners,
+    get_runner,
 )
 from cluster._connect import load_host_keys, load_private_key
 

@@ -4,8 +4,17 @@ from pathlib import Path
 import pytest
 
 from cluster import (
-    ACTIVE_STATES, TERMINAL_STATES, SlurmTask, base_state, effective_state, is_memory_kill,
-    is_terminal, parse_sacct, parse_squeue, pending_reason, plain_reason,
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    SlurmTask,
+    base_state,
+    effective_state,
+    is_memory_kill,
+    is_terminal,
+    parse_sacct,
+    parse_squeue,
+    pending_reason,
+    plain_reason,
 )
 
 SAMPLES = Path(__file__).parent / "samples" / "22.05"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from jobs.models import ClusterProfile, Job, Template
+from jobs.models import ClusterProfile, Job
 from tests.e2e import sites
 
 STORAGE = Path(os.environ.get("FFP_STORAGE", "/srv/ffportal/storage"))

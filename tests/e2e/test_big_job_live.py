@@ -17,10 +17,18 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from jobs.live.view import TARGETS_PER_PAGE
-from jobs.models import Job, JobStatus, Target, TargetStatus
+from jobs.models import Job, Target, TargetStatus
 from tests.e2e.conftest import SAMPLES, fill, run_rq
-from tests.e2e.test_browser_live import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, RECORDER, Tab, WatcherThread,
-                                         _sync_playwright, wait_for, web_server)  # noqa: F401 - a fixture
+from tests.e2e.test_browser_live import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    RECORDER,
+    Tab,
+    WatcherThread,
+    _sync_playwright,
+    wait_for,
+)
 
 TOTAL = 20_000
 REAL = 3

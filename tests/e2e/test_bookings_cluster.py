@@ -7,7 +7,8 @@ Reservations are weeks ahead so they block nobody's jobs, and are deleted whatev
 """
 import json
 import threading
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.db import connection

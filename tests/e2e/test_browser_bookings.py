@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import Client
 
 from jobs.bookings import offpeak, refresh_inventory

@@ -20,7 +20,14 @@ from jobs.models import Job, JobStatus, Template
 from tests.e2e.conftest import SAMPLES, fill
 from tests.e2e.shots import SHOTS
 from tests.e2e.test_browser_live import (  # noqa: F401 - web_server is a fixture
-    CHROMIUM, CHROMIUM_ARGS, Tab, WatcherThread, _sync_playwright, wait_for, web_server)
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Tab,
+    WatcherThread,
+    _sync_playwright,
+    wait_for,
+    web_server,
+)
 from tests.e2e.test_browser_uploads import drop_files, item, wait_until
 
 #: words people read as they are in a Chinese page: units, formats, the product, the other language's name

@@ -25,10 +25,11 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus, Source, Target, Task, Template
-from tests.e2e.shots import SHOTS
 from tests.e2e.conftest import SAMPLES
+from tests.e2e.shots import SHOTS
 
-from .test_browser_live import CHROMIUM, CHROMIUM_ARGS, Tab, _publish, _sync_playwright, wait_for, web_server  # noqa: F401
+from .test_browser_live import CHROMIUM, CHROMIUM_ARGS, Tab, _sync_playwright, wait_for, web_server  # noqa: F401
+from .test_browser_live_strict_csp import _publish
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = SHOTS

@@ -24,8 +24,17 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus
-from tests.e2e.test_browser_live import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, RECORDER, Tab, WebServer, _pct,
-                                         _sync_playwright, wait_for)
+from tests.e2e.test_browser_live import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    RECORDER,
+    Tab,
+    WebServer,
+    _pct,
+    _sync_playwright,
+    wait_for,
+)
 
 #: how long the page may take to show a state (a loaded 2-CPU machine runs Chromium and the server):
 #: a wait ends as soon as the state is there, so a generous one costs nothing when all is well

@@ -7,17 +7,20 @@ import subprocess
 import time
 import zipfile
 
-from PIL import Image
-
 import pytest
+from PIL import Image
 
 from jobs.models import Job, JobStatus, TargetStatus
 from jobs.results.files import download_name
 from tests.e2e import sites
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.shots import SHOTS
-from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, _sync_playwright
-from tests.e2e.test_browser_live import web_server  # noqa: F401 - a fixture
+from tests.e2e.test_browser_live import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    _sync_playwright,
+    web_server,  # noqa: F401 - a fixture
+)
 from tests.worker import badfiles
 
 

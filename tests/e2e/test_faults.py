@@ -47,7 +47,8 @@ def slurm_ids(job: Job) -> set[str]:
 
 
 def rq_status(queue, job: Job):
-    from jobs.background.recovery import rq_job_id, rq_status as status
+    from jobs.background.recovery import rq_job_id
+    from jobs.background.recovery import rq_status as status
     return status(queue.connection, rq_job_id(job))
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from jobs.models import JobStatus
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import start
-from jobs.models import JobStatus
 
 STATE = Path(os.environ.get("FFP_STATE", "/var/lib/ffportal"))
 #: a local account that is neither root, Slurm, the portal's cluster user nor its service user

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from jobs.models import Job, JobStatus, QosLevel, Template, TargetStatus
+from jobs.models import Job, JobStatus, QosLevel, TargetStatus, Template
 from tests.e2e.conftest import JOB_WAIT_S, SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import start
 

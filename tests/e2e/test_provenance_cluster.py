@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 from PIL import Image
 
-from jobs.models import JobStatus, ModelSet, Template, TargetStatus
+from jobs.models import JobStatus, ModelSet, TargetStatus, Template
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import start
 from tests.worker.fake_models import build_fake_models

@@ -11,7 +11,7 @@ from django.urls import reverse
 from PIL import Image
 
 from jobs.job.attempts import history
-from jobs.models import Job, JobStatus, Template, TargetStatus
+from jobs.models import JobStatus, TargetStatus, Template
 from tests.e2e import sites
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import start

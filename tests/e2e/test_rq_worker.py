@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from jobs.models import Job
 from jobs.background.rq_worker import command
+from jobs.models import Job
 from tests.e2e.conftest import SAMPLES, fill
 from tests.e2e.test_browser_live import _test_database_url
 from tests.e2e.test_end_to_end import start

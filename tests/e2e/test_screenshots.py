@@ -13,8 +13,7 @@ from django.test import Client
 from jobs.models import Job, JobStatus
 from tests.e2e.conftest import SAMPLES, fill
 from tests.e2e.shots import SHOTS
-from tests.e2e.test_browser_live import (  # noqa: F401 - web_server is a fixture
-    CHROMIUM, CHROMIUM_ARGS, WatcherThread, _sync_playwright, web_server)
+from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, WatcherThread, _sync_playwright, web_server  # noqa: F401 - web_server is a fixture
 
 DEVICES = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 LANGUAGES = {"en": ("en-US", "en"), "zh": ("zh-CN", "zh-hans")}

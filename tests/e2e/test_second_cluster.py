@@ -12,9 +12,9 @@ import socket
 import subprocess
 import time
 
-from jobs.models import Booking, BookingState, ClusterProfile, GpuType, JobStatus
 import pytest
 
+from jobs.models import Booking, BookingState, ClusterProfile, GpuType, JobStatus
 from tests.e2e.conftest import JOB_WAIT_S, SAMPLES, fill, run_rq
 from tests.e2e.test_end_to_end import start
 

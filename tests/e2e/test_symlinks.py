@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from jobs.models import Job, JobStatus, Template, TargetStatus
+from jobs.models import Job, JobStatus, TargetStatus, Template
 from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import slurm, start
 

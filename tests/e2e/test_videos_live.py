@@ -21,9 +21,7 @@ from django.test import Client
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task, Template
 from jobs.watcher.outputs import make_video_poster
 from tests.e2e.shots import SHOTS
-from tests.e2e.test_browser_live import (CHROMIUM, CHROMIUM_ARGS, REPO, Tab, _sync_playwright, wait_for,  # noqa: F401
-                                         web_server)
-
+from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, REPO, Tab, _sync_playwright, wait_for, web_server  # noqa: F401
 
 SIZES = ((1280, 1000, "desktop"), (390, 844, "phone"))
 FRAMES = "document.querySelector('li[data-target-index=\"0\"] .target-frames-text')"

@@ -1,13 +1,14 @@
 """Helpers shared by the bookings' tests (tests/jobs/test_bookings_*.py): GPU types with a known
-inventory, the seed's JSON, a fake SSH runner for scontrol, and the events a booking sent."""
+inventory, the seed's JSON, scontrol's answers to the fake SSH runner, and the events a booking sent."""
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from pathlib import Path
-from datetime import datetime, timedelta, timezone as dt_timezone
 
 import pytest
 
-from cluster import ClusterUnreachable, CommandResult
+from cluster import ClusterUnreachable
 from jobs.models import BookingPolicy, ClusterProfile, GpuType
 
 SAMPLES = Path(__file__).parents[1] / "cluster" / "samples" / "22.05"
@@ -59,25 +60,24 @@ def events(monkeypatch):
     return sent
 
 
-class ScontrolRunner:
-    """Answers scontrol and sinfo like Slurm 22.05 does (real captures in tests/cluster/samples);
-    `refuse` (scontrol's error text) makes create fail, `down` raises an outage."""
-
-    def __init__(self, refuse: str = "", down: bool = False):
-        self.commands: list[list[str]] = []
-        self.refuse, self.down = refuse, down
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        if self.down:
-            raise ClusterUnreachable("cannot reach 127.0.0.1:2222: connection refused")
-        self.commands.append(list(argv))
-        if "create" in argv and self.refuse:
-            return CommandResult(list(argv), 1, "", self.refuse)
+def scontrol_answers(refuse: str = ""):
+    """How the cluster answers scontrol and sinfo, like Slurm 22.05 does (real captures in
+    tests/cluster/samples): a responder for tests/fake_ssh.py. `refuse` (scontrol's error text)
+    makes create fail."""
+    def answer(argv):
+        if "create" in argv and refuse:
+            return 1, "", refuse
         if "sinfo" in argv:
-            return CommandResult(list(argv), 0, (SAMPLES / "sinfo_gpus_vm.json").read_text(), "")
+            return (SAMPLES / "sinfo_gpus_vm.json").read_text()
         if "create" in argv:
-            return CommandResult(list(argv), 0, "Reservation created: x\n", "")
-        return CommandResult(list(argv), 0, "", "")
+            return "Reservation created: x\n"
+        return ""
+    return answer
+
+
+def down(argv):
+    """A responder for an outage: the cluster does not answer."""
+    raise ClusterUnreachable("cannot reach 127.0.0.1:2222: connection refused")
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def clock(monkeypatch):
 
 
 @pytest.fixture
-def scontrol(monkeypatch, inline_rq, clock):
-    runner = ScontrolRunner()
-    monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
-    return runner
+def scontrol(fake_ssh, inline_rq, clock):
+    """The SSH seam answered by `scontrol_answers()`; a test sets the runner's `on_run` to refuse
+    (`scontrol_answers(refuse=...)`) or to `down`."""
+    return fake_ssh(on_run=scontrol_answers())

@@ -25,4 +25,4 @@ def pool_mark() -> str | None:
 def hang(token: str, seconds: float) -> None:
     """Mark the pool, then hang, like a command whose cluster stopped answering."""
     mark_pool(token)
-    time.sleep(seconds)
+    time.sleep(seconds)  # the hang itself is the behaviour under test: RQ's job timeout ends it

@@ -1,5 +1,6 @@
 """Who may reach whose work: every endpoint of the pages, the JSON API and the live sockets, as five
-callers, and the admin's face files (jobs/access.py, docs/security.md "Who sees whose work").
+callers (jobs/access.py, docs/security.md "Who sees whose work"). The admin, with the same callers
+and the same work: test_access_matrix_admin.py.
 
 The rows are keyed by the URL patterns themselves (portal.urls and jobs.live.routing, read at test
 time): a new endpoint without a row here fails `test_every_endpoint_has_a_row`.
@@ -22,13 +23,27 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
-from django.urls import URLResolver, get_resolver, reverse
+from django.urls import URLResolver, get_resolver
 from django.utils import timezone
 
 from jobs.live.consumers import CLOSE_NOT_FOUND
 from jobs.live.routing import websocket_urlpatterns
-from jobs.models import (AuditEntry, Booking, BookingState, DeliveryState, GpuType, Job, JobStatus, Source, Target,
-                         TargetStatus, Upload, UploadKind, UploadStatus, WebhookDelivery)
+from jobs.models import (
+    AuditEntry,
+    Booking,
+    BookingState,
+    DeliveryState,
+    GpuType,
+    Job,
+    JobStatus,
+    Source,
+    Target,
+    TargetStatus,
+    Upload,
+    UploadKind,
+    UploadStatus,
+    WebhookDelivery,
+)
 
 from .test_consumers import connect, refusal_code  # sockets through the real ASGI stack, with a real session
 
@@ -135,18 +150,12 @@ class RecordingQueue:
 
 
 @pytest.fixture(autouse=True)
-def _no_outside_world(monkeypatch):
+def _no_outside_world(monkeypatch, fake_ssh):
     """Nothing leaves the process: RQ records, the cluster never answers, no booking notice is sent."""
-    import cluster
-
     monkeypatch.setattr("jobs.background.enqueue.queue", lambda: RecordingQueue())
     monkeypatch.setattr("jobs.bookings.lifecycle.notify", lambda booking, event: None)
     monkeypatch.setattr("jobs.bookings.offpeak.share_by_hour", lambda profile, now=None: None)
-
-    def unreachable(profile):
-        raise cluster.ClusterUnreachable("test: no cluster")
-
-    monkeypatch.setattr(cluster, "runner_for", unreachable)
+    fake_ssh.unreachable("test: no cluster")
 
 
 # ---- the rows: one per URL pattern -------------------------------------------------------------
@@ -257,7 +266,7 @@ ROWS: dict[str, list[Call]] = {
 }
 #: the live sockets (jobs/live/routing.py): "list" or "object", as above
 WS_ROWS = {"ws/jobs/": "list", "ws/jobs/<uuid:job_id>/": "object"}
-#: the admin: its own tests below (its face files need jobs.see_faces)
+#: the admin: its own tests in test_access_matrix_admin.py (its face files need jobs.see_faces)
 NOT_HERE = ("admin/",)
 
 
@@ -373,64 +382,3 @@ def test_a_socket_shows_only_the_owners_own_jobs(route, who, callers, world, _ow
         assert any(m in snapshot for m in world.markers) == (who == "owner"), snapshot[:300]
 
     check()
-
-
-# ---- the admin: metadata with view_job; face files with jobs.see_faces, audited -----------------
-
-ADMIN_FILES = [("source", 0), ("reference", 0), ("input", 0), ("output", 0), ("zip", 0)]
-
-
-def face_url(job, kind, n) -> str:
-    return reverse("admin:jobs_job_face_file", args=[job.id, kind, n])
-
-
-@pytest.mark.parametrize("who", CALLERS)
-def test_the_admin_shows_a_job_and_links_its_faces_only_with_the_permission(who, callers, world):
-    r = client_of(callers[who]).get(reverse("admin:jobs_job_change", args=[world.job.id]))
-    if who in ("owner", "stranger"):  # not staff: the admin's login page
-        assert r.status_code == 302 and "/admin/login/" in r["Location"]
-        return
-    body = body_of(r)
-    assert r.status_code == 200 and JOB_NAME in body and "bride.jpg" in body  # the metadata, for all staff
-    links = [face_url(world.job, kind, n) for kind, n in ADMIN_FILES]
-    if who == "viewer":
-        assert not any(link in body for link in links)
-        assert "/faces/" not in body and "reference.jpg" not in body and "/media-not-served/" not in body
-    else:
-        assert all(link in body for link in links), [link for link in links if link not in body]
-
-
-@pytest.mark.parametrize("who", CALLERS)
-@pytest.mark.parametrize("kind, n", ADMIN_FILES)
-def test_a_face_file_opens_in_the_admin_only_with_the_permission_and_is_audited(kind, n, who, callers, world,
-                                                                                 jpeg_bytes):
-    user = callers[who]
-    r = client_of(user).get(face_url(world.job, kind, n))
-    opened = AuditEntry.objects.filter(action="job.face_file")
-    if who in ("owner", "stranger"):
-        assert r.status_code == 302 and "/admin/login/" in r["Location"]
-    elif who == "viewer":
-        assert r.status_code == 403
-    else:
-        body = b"".join(r.streaming_content) if r.streaming else r.content
-        assert r.status_code == 200 and (body == jpeg_bytes or kind == "zip")
-        (entry,) = opened
-        assert (entry.actor, entry.target_id, entry.details["file"], entry.details["owner"]) == (
-            user, str(world.job.id), kind, "alice")
-        return
-    assert not opened.exists()
-
-
-def test_a_face_file_needs_the_view_permission_on_jobs_too(world):
-    faces_only = User.objects.create_user("faces-only", "f@example.org", "faces-only-pass-123", is_staff=True)
-    faces_only.user_permissions.set(Permission.objects.filter(content_type__app_label="jobs", codename="see_faces"))
-    assert client_of(faces_only).get(face_url(world.job, "source", 0)).status_code == 403
-    assert not AuditEntry.objects.filter(action="job.face_file").exists()
-
-
-def test_a_missing_face_file_is_not_found_and_not_audited(callers, world):
-    client = client_of(callers["superuser"])
-    for url in (face_url(world.job, "source", 5), face_url(world.job, "output", 1), face_url(world.job, "nothing", 0),
-                reverse("admin:jobs_job_face_file", args=[uuid.uuid4(), "source", 0])):
-        assert client.get(url).status_code == 404, url
-    assert not AuditEntry.objects.filter(action="job.face_file").exists()

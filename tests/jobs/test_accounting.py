@@ -2,21 +2,22 @@
 
 The expected GPU-seconds are computed here straight from the raw JSON (one record per array
 task: `time.elapsed` x the `gres/gpu` count in `tres.allocated`), independently of the parser,
-and compared with what the watcher path (FakeRunner -> parse_sacct -> Task rows -> finish_job ->
+and compared with what the watcher path (CannedSlurm -> parse_sacct -> Task rows -> finish_job ->
 charge_job) stored.
 """
 import json
-from datetime import date, datetime, timedelta, timezone as dt_timezone
+from datetime import date, datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.utils import timezone
 
 from cluster import slurm
-from jobs.watcher import apply as watcher
-from jobs.usage.accounting import charge_job, gpu_hours_this_month, last_months, month_of, usage_by
 from jobs.models import Job, JobStatus, Task, UsageRecord
+from jobs.usage.accounting import charge_job, gpu_hours_this_month, last_months, month_of, usage_by
+from jobs.watcher import apply as watcher
 
-from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record, settle  # noqa: F401 - fixture
+from .test_watcher import SAMPLES, CannedSlurm, done, fake, make_job, record, settle  # noqa: F401 - fixture
 
 
 def allocated(record: dict, kind: str) -> int:
@@ -57,8 +58,8 @@ def test_it_charges_a_finished_array_job_through_the_watcher(fake, owner, templa
     template.save()
     job = make_job(owner, template, "33", tasks=4)
     progress = "".join(record(job, n, [done(n)]) for n in range(4))
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
-                    codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
+                     codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.is_final
@@ -71,7 +72,7 @@ def test_it_charges_a_finished_array_job_through_the_watcher(fake, owner, templa
 
 def test_a_cancelled_job_is_charged_for_the_tasks_that_ran(fake, owner, template):
     job = make_job(owner, template, "29", tasks=4, cancel_requested=True)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_cancelled.json").read_text()))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_cancelled.json").read_text()))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED
@@ -80,7 +81,7 @@ def test_a_cancelled_job_is_charged_for_the_tasks_that_ran(fake, owner, template
 
 def test_a_cpu_only_job_costs_no_gpu_time(fake, owner, template):
     job = make_job(owner, template, "32", tasks=1)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
     settle(template.cluster)
     usage = UsageRecord.objects.get(job=job)
     assert (usage.gpu_seconds, usage.cpu_seconds) == (0, 81)  # TIMEOUT after 81 s, 1 CPU, no gres
@@ -97,8 +98,8 @@ def test_it_multiplies_elapsed_by_gpus_per_task(owner, template):
 
 def test_a_job_seen_ending_twice_is_charged_once(fake, owner, template):
     job = make_job(owner, template, "33", tasks=4)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
-                    codes=(SAMPLES / "sacct_array_mixed.txt").read_text()))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
+                     codes=(SAMPLES / "sacct_array_mixed.txt").read_text()))
     settle(template.cluster)
     first = UsageRecord.objects.get(job=job)
     # The same end seen again (a second watcher, a replayed cycle): the move is conditional...
@@ -116,7 +117,7 @@ def test_an_accounting_error_never_blocks_the_end_of_a_job(fake, owner, template
 
     monkeypatch.setattr(watcher, "charge_job", broken)
     job = make_job(owner, template, "32", tasks=1)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and not UsageRecord.objects.filter(job=job).exists()

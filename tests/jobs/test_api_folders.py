@@ -3,6 +3,7 @@ import pytest
 
 from jobs.errors import BrowseError
 from jobs.models import ClusterProfile
+from tests.fake_ssh import run_here
 
 from .api_helpers import token_client
 
@@ -75,26 +76,11 @@ def test_it_refuses_a_cluster_of_no_usable_template(stranger, template):
     assert r.status_code == 404
 
 
-class LocalRunner:
-    """The cluster's storage is a folder here: the listing command runs on this machine."""
-
-    def __init__(self):
-        self.calls = []
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        import subprocess
-
-        from cluster import CommandResult
-
-        self.calls.append(argv)
-        p = subprocess.run(argv, capture_output=True, timeout=timeout)
-        return CommandResult(argv, p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
-
-
 @pytest.fixture
-def storage(template, tmp_path, monkeypatch):
+def storage(template, tmp_path, fake_ssh):
     """An allowed root holding a photo, links out of it (a system file, another job's face, a
-    folder) and links that stay inside; the real `browse` lists it."""
+    folder) and links that stay inside; the real `browse` lists it, the listing command run on
+    this machine (the cluster's storage is a folder here)."""
     root, shoot = tmp_path / "storage", tmp_path / "storage" / "shoot"
     (shoot / "day2").mkdir(parents=True)
     face = tmp_path / "work" / "jobs" / "other" / "sources" / "0-face.jpg"
@@ -109,9 +95,7 @@ def storage(template, tmp_path, monkeypatch):
     profile = template.cluster
     profile.target_roots = [str(root)]
     profile.save()
-    runner = LocalRunner()
-    monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
-    return shoot, runner
+    return shoot, fake_ssh(on_run=run_here)
 
 
 def test_it_never_offers_a_link_that_leads_out_of_the_roots(api, storage):
@@ -124,6 +108,6 @@ def test_it_never_offers_a_link_that_leads_out_of_the_roots(api, storage):
         {"name": "a.jpg", "path": f"{shoot}/a.jpg", "type": "file", "size": 5},
         {"name": "same.jpg", "path": f"{shoot}/same.jpg", "type": "file", "size": 5},
     ]}
-    assert len(runner.calls) == 1  # the folder and every entry: one command
+    assert len(runner.commands) == 1  # the folder and every entry: one command
     r = api.get("/api/v1/folders", {"path": f"{shoot}/etc"})
     assert r.status_code == 403 and r.json()["field"] == "path"

@@ -4,13 +4,12 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus, Target, Task
-from jobs.api.shapes import job_detail, with_details
 
 from .api_helpers import DETAIL_KEYS, SUMMARY_KEYS, make_job, session_client, token_client
 

@@ -1,16 +1,13 @@
-"""Bad input at the portal: each case shows the user a plain message and touches no
-other job and no file. Uploads go through the New job page; folder cases through `submit_job`
-with the SSH seam faked (as in test_quotas_submit.py)."""
+"""Bad input at the portal: target folders (empty, outside the roots, links leading out, a thousand
+files, odd file names), file names with shell metacharacters, and a template disabled or deleted
+after Start. Each case shows the user a plain message and touches no other job and no file.
+Uploads go through the New job page; folder cases through `submit_job` with the SSH seam faked
+(as in test_quotas_submit.py). Bad uploads and upload names: test_bad_input_uploads.py."""
 import html
 import io
 import json
 import os
-import re
-import struct
 import subprocess
-import tracemalloc
-import zipfile
-import zlib
 from pathlib import Path
 
 import pytest
@@ -19,31 +16,21 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from PIL import Image
 
-from cluster import CommandResult
 from cluster.sbatch import render_script
-from jobs.models import Job, JobStatus, Target, TargetStatus
-from jobs.errors import StartError, UploadRejected
+from jobs.errors import StartError
 from jobs.job.start import start_job
 from jobs.job.submit import sbatch_spec, submit_job
-from jobs.uploads.content import UNNAMED, check_upload, safe_name
+from jobs.models import Job, JobStatus, Target, TargetStatus
+from tests.fake_ssh import run_here
 from worker.manifest import Manifest
 
-from .test_watcher import EMPTY_SQUEUE
+from .test_quotas_submit import NOTHING_SUBMITTED
 
 ROOT = "/srv/ffportal/storage"
-ELF = b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 200
 
 
 def upload(name, data, content_type="image/jpeg"):
     return SimpleUploadedFile(name, data, content_type=content_type)
-
-
-def png_header_only(width, height) -> bytes:
-    """A PNG whose header claims width x height, with a few bytes of pixel data (a decompression bomb's shape)."""
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
 
 
 def media_files() -> list[Path]:
@@ -89,173 +76,13 @@ def post_start(client, owner, template, jpeg_bytes):
     return post
 
 
-# --- uploads, checked by content ------------------------------------------------------------------
-
-@pytest.mark.parametrize("name, data, field, message", [
-    ("holiday.jpg", ELF, "targets", "Target holiday.jpg: this is not an image or a video (MP4, MOV, MKV, WebM)"),
-    ("archive.jpg", None, "source", "Source archive.jpg: this is not an image (JPEG, PNG, WebP)"),
-    ("clip.mp4", b"just some text, not a video", "targets", "Target clip.mp4: this is not an image or a video"),
-    ("empty.jpg", b"", "targets", "Target empty.jpg: the file is empty (0 bytes); upload it again"),
-])
-def test_it_refuses_uploads_that_are_not_what_they_claim(post_start, untouched, jpeg_bytes, name, data, field, message):
-    if data is None:  # a zip renamed .jpg
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w") as z:
-            z.writestr("a.jpg", jpeg_bytes)
-        data = buf.getvalue()
-    f = upload(name, data)
-    r, body = post_start(targets=[f] if field == "targets" else [upload("ok.jpg", jpeg_bytes)],
-                         source=f if field == "source" else None)
-    assert r.status_code == 200 and message in body
-    untouched()
-
-
-def test_it_refuses_a_truncated_jpeg(post_start, untouched, jpeg_bytes):
-    r, body = post_start(targets=[upload("cut.jpg", jpeg_bytes[: len(jpeg_bytes) // 2])])
-    assert "Target cut.jpg: the image is damaged or cut off" in body
-    untouched()
-
-
-def test_it_refuses_a_truncated_png():
-    buf = io.BytesIO()
-    Image.new("RGB", (300, 300), "red").save(buf, format="PNG")
-    with pytest.raises(UploadRejected, match="damaged or cut off"):
-        check_upload(upload("cut.png", buf.getvalue()[:-40], "image/png"), "image")
-
-
-@pytest.mark.parametrize("size, message", [
-    # far over Pillow's own bomb guard, which would refuse it without naming its size
-    ((30000, 30000), "this photo is 30000 x 30000 pixels; the largest the portal takes is 50 megapixels"),
-    ((8000, 8000), "this photo is 8000 x 8000 pixels; the largest the portal takes is 50 megapixels "
-                   "(such as 8000 x 6000): make it smaller and upload it again"),
-])
-def test_it_refuses_a_decompression_bomb_from_its_header_without_decoding(post_start, untouched, size, message):
-    data = png_header_only(*size)
-    tracemalloc.start()
-    try:
-        with pytest.raises(UploadRejected, match=re.escape(message)):
-            check_upload(upload("bomb.png", data, "image/png"), "media")
-        _current, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 5 * 2**20  # decoding 8000x8000 RGB would take 192 MB
-    r, body = post_start(targets=[upload("bomb.png", data, "image/png")])
-    assert "Target bomb.png: " in body and message in body
-    untouched()
-
-
-def test_it_refuses_an_oversize_upload_and_leaves_no_temp_file(post_start, untouched, settings, tmp_path):
-    temp = tmp_path / "upload-temp"
-    temp.mkdir()
-    settings.FILE_UPLOAD_TEMP_DIR = str(temp)
-    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024  # big uploads stream to a temp file, as in production
-    settings.UPLOAD_MAX_BYTES = 2**20
-    r, body = post_start(targets=[upload("huge.mp4", b"\x00\x00\x00\x18ftypmp42" + b"\x00" * (3 * 2**20))])
-    assert "Target huge.mp4: the file is 3 MB, over the limit of 1 MB per file" in body
-    assert list(temp.iterdir()) == []
-    untouched()
-
-
-# --- upload names ----------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("name, stored", [
-    ("x" * 200, "x" * 180),  # no dot: cut, not emptied
-    ("a." + "b" * 200, "a." + "b" * 178),  # a "extension" that long is part of the name
-    ("名" * 70 + ".jpeg", "名" * 58 + ".jpeg"),  # whole characters, extension kept
-    ("..", UNNAMED), ("...", UNNAMED), ("\x00\x01", "__"), ("  .  ", UNNAMED),
-    ("a\u202egpj.exe", "agpj.exe"), ("\ufeffface\u200b.jpg", "face.jpg"),
-])
-def test_it_names_uploads_safely_and_never_empty(name, stored):
-    assert safe_name(name) == stored
-    assert 0 < len(safe_name(name).encode()) <= 180
-
-
-def test_a_long_upload_name_without_a_dot_is_kept_short_not_emptied(post_start, owner, jpeg_bytes):
-    r, body = post_start(targets=[upload("y" * 200, jpeg_bytes)], source=upload("z" * 200, jpeg_bytes))
-    assert r.status_code == 302, body
-    job = Job.objects.get(owner=owner)
-    target, source = job.targets.get(), job.sources.get()
-    assert target.output_name == "y" * 180 and Path(target.upload.name).name == "y" * 180
-    assert Path(source.file.name).name == "z" * 180
-
-
-def multipart(fields: dict, files: list[tuple[str, str, bytes]]) -> bytes:
-    """A multipart body written by hand: a test client would refuse to send a file named ".."."""
-    from django.test.client import BOUNDARY
-
-    lines = []
-    for key, value in fields.items():
-        lines += [f"--{BOUNDARY}", f'Content-Disposition: form-data; name="{key}"', "", value]
-    out = "\r\n".join(lines).encode()
-    for key, name, data in files:
-        out += (f'\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name="{key}"; filename="{name}"\r\n'
-                f"Content-Type: image/jpeg\r\n\r\n").encode() + data
-    return out + f"\r\n--{BOUNDARY}--\r\n".encode()
-
-
-UPLOAD_HANDLERS = ["jobs.uploads.content.KeepEveryUpload", "django.core.files.uploadhandler.MemoryFileUploadHandler",
-                   "django.core.files.uploadhandler.TemporaryFileUploadHandler"]
-
-
-@pytest.mark.parametrize("source, target", [("..", "a.jpg"), ("face.jpg", ".."), ("face.jpg", ".")])
-def test_an_upload_named_dotdot_gets_a_safe_name_instead_of_a_puzzling_400(owner, template, jpeg_bytes, settings,
-                                                                         source, target):
-    """Django drops a file named ".." without a word: the only face then gave "upload at least one
-    photo", and a dropped last part made the body unreadable. It is kept, as UNNAMED."""
-    from django.test.client import MULTIPART_CONTENT
-
-    from .api_helpers import token_client
-
-    settings.FILE_UPLOAD_HANDLERS = UPLOAD_HANDLERS
-    api = token_client(owner)[0]
-    body = multipart({"template": template.slug, "consent": "true"},
-                     [("source", source, jpeg_bytes), ("targets", target, jpeg_bytes)])
-    r = api.generic("POST", "/api/v1/jobs", body, content_type=MULTIPART_CONTENT)
-    assert r.status_code == 201, r.content
-    job = Job.objects.get(pk=r.json()["id"])
-    assert job.sources.count() == 1 and job.targets.count() == 1
-    named = job.sources.get().original_name if source == ".." else job.targets.get().output_name
-    assert named == UNNAMED
-
-
 # --- target folders -------------------------------------------------------------------------------
 
-class FolderRunner:
-    """A cluster whose target folders are real folders here: the folder listing command runs on this
-    machine (the same sh, find and realpath a cluster has); nothing else runs. Every command is
-    recorded; sbatch answers Slurm job id 4242. No `listdir` or `realpath`: a listing that took one
-    SFTP call per file would fail here."""
-
-    def __init__(self):
-        self.commands, self.written = [], {}
-
-    def run_batch(self, argvs, timeout=60):
-        return [CommandResult(argv=a, rc=0 if a[0] == "squeue" else 1, stdout=EMPTY_SQUEUE if a[0] == "squeue" else "",
-                              stderr="") for a in argvs]
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        self.commands.append(argv)
-        if argv[0] == "sh":  # cluster.list_folder_argv
-            p = subprocess.run(argv, capture_output=True, timeout=timeout)
-            return CommandResult(argv, p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
-        return CommandResult(argv=argv, rc=0, stdout="4242\n" if argv[0] == "sbatch" else "", stderr="")
-
-    def makedirs(self, path):
-        pass
-
-    def put_file(self, local, remote):
-        self.written[remote] = Path(local).read_bytes()
-
-    def put_bytes(self, data, remote, mode=0o644):
-        self.written[remote] = data
-
-
-@pytest.fixture
-def fake_cluster(monkeypatch):
-    def install(runner):
-        monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
-        return runner
-    return install
+#: a cluster whose target folders are real folders here: the folder listing command
+#: (cluster.list_folder_argv) runs on this machine (the same sh, find and realpath a cluster has);
+#: nothing else runs. sbatch answers Slurm job id 4242. (FakeSSH has no `listdir` or `realpath`
+#: to answer: a listing that took one SFTP call per file would fail here.)
+FOLDERS_HERE = {"on_run": {"sh": run_here, "sbatch": "4242\n"}, "on_batch": NOTHING_SUBMITTED}
 
 
 @pytest.fixture
@@ -275,12 +102,12 @@ def folder_job(owner, template, jpeg_bytes, folder):
                      target_folder=str(folder))
 
 
-def test_an_empty_target_folder_fails_the_job_with_a_plain_message(client, owner, template, jpeg_bytes, fake_cluster,
+def test_an_empty_target_folder_fails_the_job_with_a_plain_message(client, owner, template, jpeg_bytes, fake_ssh,
                                                                     storage, untouched):
     (storage / "empty").mkdir()
     (storage / "empty" / "notes.txt").write_text("x")
     (storage / "empty" / ".hidden.jpg").write_bytes(jpeg_bytes)
-    runner = fake_cluster(FolderRunner())
+    runner = fake_ssh(**FOLDERS_HERE)
     job = folder_job(owner, template, jpeg_bytes, storage / "empty")
     assert submit_job(str(job.id)) is None
     job.refresh_from_db()
@@ -301,12 +128,12 @@ def test_it_refuses_a_folder_outside_the_roots_at_start(post_start, untouched, f
     untouched()
 
 
-def test_a_symlink_inside_a_root_that_leads_out_fails_the_job(owner, template, jpeg_bytes, fake_cluster, storage,
+def test_a_symlink_inside_a_root_that_leads_out_fails_the_job(owner, template, jpeg_bytes, fake_ssh, storage,
                                                              tmp_path, untouched):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "passwd.jpg").write_bytes(jpeg_bytes)
     (storage / "escape").symlink_to(tmp_path / "elsewhere")
-    runner = fake_cluster(FolderRunner())
+    runner = fake_ssh(**FOLDERS_HERE)
     job = folder_job(owner, template, jpeg_bytes, storage / "escape")
     submit_job(str(job.id))
     job.refresh_from_db()
@@ -321,7 +148,7 @@ def test_a_symlink_inside_a_root_that_leads_out_fails_the_job(owner, template, j
 LINK_OUTSIDE = "skipped: it is a link that leads outside the folders you may use"
 
 
-def test_a_file_link_that_leads_out_of_the_roots_is_a_refused_target(owner, template, jpeg_bytes, fake_cluster,
+def test_a_file_link_that_leads_out_of_the_roots_is_a_refused_target(owner, template, jpeg_bytes, fake_ssh,
                                                                      storage, tmp_path, untouched):
     """A link to a file outside the roots (another job's uploaded face in the work root, a system
     file) is listed as a refused target with a plain reason: never handed to the worker by where
@@ -335,7 +162,7 @@ def test_a_file_link_that_leads_out_of_the_roots_is_a_refused_target(owner, temp
     (shoot / "b.jpg").symlink_to(their_face)
     (shoot / "c.jpg").symlink_to("/etc/hostname")
     (shoot / "d.jpg").symlink_to("a.jpg")
-    runner = fake_cluster(FolderRunner())
+    runner = fake_ssh(**FOLDERS_HERE)
     job = folder_job(owner, template, jpeg_bytes, shoot)
     assert submit_job(str(job.id)) == "4242"
     job.refresh_from_db()
@@ -353,21 +180,21 @@ def test_a_file_link_that_leads_out_of_the_roots_is_a_refused_target(owner, temp
     untouched(allow_new_jobs=1)
 
 
-def test_a_folder_of_a_thousand_files_is_listed_in_one_command(owner, template, jpeg_bytes, fake_cluster, storage):
+def test_a_folder_of_a_thousand_files_is_listed_in_one_command(owner, template, jpeg_bytes, fake_ssh, storage):
     big = storage / "big"
     big.mkdir()
     for i in range(1000):
         (big / f"img{i:04d}.jpg").write_bytes(b"x")
     template.chunk_size = 100
     template.save()
-    runner = fake_cluster(FolderRunner())
+    runner = fake_ssh(**FOLDERS_HERE)
     job = folder_job(owner, template, jpeg_bytes, big)
     assert submit_job(str(job.id)) == "4242"
     assert len([c for c in runner.commands if c[0] == "sh"]) == 1
     assert job.targets.count() == 1000 and not job.targets.exclude(status=TargetStatus.WAITING).exists()
 
 
-def test_odd_folder_file_names_get_short_plain_output_names(owner, template, jpeg_bytes, fake_cluster, storage):
+def test_odd_folder_file_names_get_short_plain_output_names(owner, template, jpeg_bytes, fake_ssh, storage):
     """A 254-byte file name keeps its name for the user, but its output name leaves room for `-2`
     and for the temporary names of a copy; control characters do not reach an output name."""
     shoot = storage / "shoot"
@@ -375,7 +202,7 @@ def test_odd_folder_file_names_get_short_plain_output_names(owner, template, jpe
     long = "照" * 83 + "x.jpg"  # 3 * 83 + 5 = 254 bytes
     for name in (long, "line\nbreak.jpg", "\u202eevil.jpg"):
         (shoot / name).write_bytes(jpeg_bytes)
-    fake_cluster(FolderRunner())
+    fake_ssh(**FOLDERS_HERE)
     job = folder_job(owner, template, jpeg_bytes, shoot)
     assert submit_job(str(job.id)) == "4242"
     outputs = {t.name: t.output_name for t in job.targets.all()}
@@ -388,7 +215,7 @@ def test_odd_folder_file_names_get_short_plain_output_names(owner, template, jpe
 
 
 def test_the_manifest_carries_the_pixel_limit_and_bmp_targets_get_labelled_png_outputs(
-        owner, template, jpeg_bytes, fake_cluster, storage, settings):
+        owner, template, jpeg_bytes, fake_ssh, storage, settings):
     """The worker refuses what the upload check refuses (MEDIA_MAX_PIXELS); a BMP, which has no
     place for the provenance label, is written as a PNG, in a folder and uploaded alike."""
     settings.MEDIA_MAX_PIXELS = 12_000_000
@@ -398,7 +225,7 @@ def test_the_manifest_carries_the_pixel_limit_and_bmp_targets_get_labelled_png_o
     shoot.mkdir()
     (shoot / "scan.bmp").write_bytes(buf.getvalue())
     (shoot / "a.jpg").write_bytes(jpeg_bytes)
-    runner = fake_cluster(FolderRunner())
+    runner = fake_ssh(**FOLDERS_HERE)
     job = folder_job(owner, template, jpeg_bytes, shoot)
     assert submit_job(str(job.id)) == "4242"
     manifest = Manifest.from_dict(json.loads(runner.written[job.folder.manifest]))
@@ -414,7 +241,7 @@ def test_the_manifest_carries_the_pixel_limit_and_bmp_targets_get_labelled_png_o
 NASTY = 'a"; rm -rf ~ $(touch PWNED) `id`\n名字\'s.jpg'
 
 
-def test_a_nasty_file_name_is_stored_safely_and_never_executed(owner, template, jpeg_bytes, fake_cluster, tmp_path,
+def test_a_nasty_file_name_is_stored_safely_and_never_executed(owner, template, jpeg_bytes, fake_ssh, tmp_path,
                                                                 untouched):
     profile = template.cluster
     profile.work_root = str(tmp_path / "work $(touch PWNED) 'q'")
@@ -431,7 +258,7 @@ def test_a_nasty_file_name_is_stored_safely_and_never_executed(owner, template, 
     source = job.sources.get()
     assert Path(source.file.path).is_relative_to(job.media_dir) and "\n" not in source.file.name
 
-    runner = fake_cluster(FolderRunner())
+    runner = fake_ssh(**FOLDERS_HERE)
     assert submit_job(str(job.id)) == "4242"
     root = job.folder.root
     manifest = Manifest.from_dict(json.loads(runner.written[f"{root}/manifest.json"]))
@@ -452,7 +279,7 @@ def test_a_nasty_file_name_is_stored_safely_and_never_executed(owner, template, 
 # --- a template deleted or disabled after Start ---------------------------------------------------
 
 @pytest.mark.parametrize("change", ["disable", "delete"])
-def test_a_job_keeps_its_template_snapshot_and_submits(owner, template, jpeg_bytes, fake_cluster, change):
+def test_a_job_keeps_its_template_snapshot_and_submits(owner, template, jpeg_bytes, fake_ssh, change):
     job = start_job(user=owner, template=template, sources=[upload("face.jpg", jpeg_bytes)], consent=True,
                     target_files=[upload("t.jpg", jpeg_bytes)])
     snapshot = job.template_snapshot
@@ -461,7 +288,7 @@ def test_a_job_keeps_its_template_snapshot_and_submits(owner, template, jpeg_byt
         template.save()
     else:
         template.delete()
-    runner = fake_cluster(FolderRunner())
+    runner = fake_ssh(**FOLDERS_HERE)
     assert submit_job(str(job.id)) == "4242"
     job.refresh_from_db()
     assert job.status == JobStatus.PENDING and job.template_snapshot == snapshot

@@ -14,10 +14,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from jobs.job.retry import has_retryable_targets, is_retryable
 from jobs.live.protocol import Publisher, job_snapshot
 from jobs.live.view import TARGETS_PER_PAGE, TASKS_PER_PAGE, View, task_summary
 from jobs.models import JobStatus, Target, TargetStatus, Task
-from jobs.job.retry import has_retryable_targets, is_retryable
 from jobs.web.views.pages import can_retry
 from tests.jobs.test_consumers import connect, run_async
 from tests.jobs.test_pages_jobs import make_job

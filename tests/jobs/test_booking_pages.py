@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -114,23 +115,11 @@ def test_without_history_the_earliest_free_windows_are_suggested(h200):
     assert offpeak.suggest([h200], 3, 60, now, shares={h200.cluster_id: None}) == []  # only 2 GPUs exist
 
 
-class HistoryRunner:
-    """The cluster's side of load_by_hour: answers the sacct history command with `text`."""
-
-    def __init__(self, text: str):
-        self.text, self.commands = text, []
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        self.commands.append(list(argv))
-        return cluster.CommandResult(list(argv), 0, self.text, "")
-
-
-def test_load_by_hour_asks_the_cluster_once_and_caches(profile, monkeypatch):
+def test_load_by_hour_asks_the_cluster_once_and_caches(profile, fake_ssh):
     now = timezone.now().replace(microsecond=0)
     begun = (now - timedelta(days=2)).astimezone(dt_timezone.utc).replace(minute=0, second=0)
     line = f"{begun:%Y-%m-%dT%H:%M:%S}|{begun + timedelta(hours=1):%Y-%m-%dT%H:%M:%S}|cpu=1,gres/gpu=2,node=1\n"
-    runner = HistoryRunner(line)
-    monkeypatch.setattr(cluster, "runner_for", lambda p: runner)
+    runner = fake_ssh(on_run=line)  # the cluster's side of load_by_hour: the sacct history
     first = offpeak.load_by_hour(profile, now=now)
     again = offpeak.load_by_hour(profile, now=now)
     assert len(runner.commands) == 1 and first == again
@@ -150,11 +139,9 @@ def booking(user, gpu_type, name="Episode 5", state=BookingState.CONFIRMED, star
 
 
 @pytest.fixture
-def no_history(monkeypatch):
+def no_history(fake_ssh):
     """The pages' heat maps: a cluster that answers with an empty history."""
-    runner = HistoryRunner("")
-    monkeypatch.setattr(cluster, "runner_for", lambda p: runner)
-    return runner
+    return fake_ssh(on_run="")
 
 
 def test_the_pages_need_a_login(client, h200, owner):

@@ -7,7 +7,7 @@ from jobs.bookings import parse_request
 from jobs.models import AuditEntry, Booking, BookingPolicy, BookingState, GpuType
 
 from .api_helpers import session_client
-from .booking_helpers import NOW, clock, events, h200, policy, scontrol, seed_json  # noqa: F401 - fixtures
+from .booking_helpers import NOW, clock, down, events, h200, policy, scontrol, seed_json  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def test_a_gpu_type_is_checked_and_counted_on_the_cluster(staff, profile, scontr
 
 
 def test_the_count_action_says_when_the_cluster_does_not_answer(staff, h200, scontrol):
-    scontrol.down = True
+    scontrol.on_run = down
     r = session_client(staff).post("/admin/jobs/gputype/", {"action": "count_gpus", "_selected_action": [h200.pk]},
                                    follow=True)
     assert "Local: GPUs not counted: Cluster unreachable" in r.content.decode()

@@ -13,7 +13,20 @@ from jobs.bookings import parse_request, tick
 from jobs.bookings.reservations import delete_reservation, make_reservation
 from jobs.models import Booking, BookingState
 
-from .booking_helpers import SAMPLES, at, clock, events, gpu_type, h200, NOW, policy, scontrol, seed_json  # noqa: F401
+from .booking_helpers import (  # noqa: F401 - fixtures
+    NOW,
+    SAMPLES,
+    at,
+    clock,
+    down,
+    events,
+    gpu_type,
+    h200,
+    policy,
+    scontrol,
+    scontrol_answers,
+    seed_json,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +77,7 @@ def test_a_booking_over_several_nodes_reserves_cores_on_each(owner, profile, pol
 def test_while_the_cluster_is_unreachable_the_booking_says_its_reservation_is_being_made(owner, h200, policy,
                                                                                           scontrol):
     booking = confirmed(owner)
-    scontrol.down = True
+    scontrol.on_run = down
     with pytest.raises(ClusterUnreachable):  # RQ retries it (tasks.RESERVATION_RETRY)
         make_reservation(str(booking.id))
     booking.refresh_from_db()
@@ -74,7 +87,7 @@ def test_while_the_cluster_is_unreachable_the_booking_says_its_reservation_is_be
 
 def test_slurm_refusing_the_reservation_refuses_the_booking_in_plain_words(owner, h200, policy, scontrol, events):
     booking = confirmed(owner)
-    scontrol.refuse = (SAMPLES / "scontrol_res_error_busy.txt").read_text()
+    scontrol.on_run = scontrol_answers(refuse=(SAMPLES / "scontrol_res_error_busy.txt").read_text())
     make_reservation(str(booking.id))
     booking.refresh_from_db()
     assert booking.state == BookingState.REFUSED

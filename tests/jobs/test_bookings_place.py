@@ -6,7 +6,7 @@ from jobs import bookings
 from jobs.bookings import BookingError, parse_request
 from jobs.models import Approval, AuditEntry, Booking, BookingState, Quota
 
-from .booking_helpers import at, events, gpu_type, h200, NOW, policy, second_profile, seed_json  # noqa: F401
+from .booking_helpers import NOW, at, events, gpu_type, h200, policy, second_profile, seed_json  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

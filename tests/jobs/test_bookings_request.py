@@ -1,5 +1,6 @@
 """The booking request: the seed's JSON as written, every problem at once, in plain words."""
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 import pytest
 

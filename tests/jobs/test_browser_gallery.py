@@ -20,8 +20,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from PIL import Image, ImageOps
 
-from tests.e2e.shots import SHOTS
 from jobs.models import Job, JobStatus, Source, Target, TargetStatus
+from tests.e2e.shots import SHOTS
 from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, _sync_playwright, running_server, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Email through a REAL SMTP server (aiosmtpd on 127.0.0.1, started here) and a REAL RQ worker.
 
-A job ends through the watcher's path (FakeRunner answering with captured Slurm output); the
+A job ends through the watcher's path (CannedSlurm answering with captured Slurm output); the
 notification is enqueued on commit, run by a burst `SimpleWorker` on a Redis queue of its own,
 and sent over SMTP with Django's SMTP backend. Nothing is patched between the watcher and the
 socket except which Redis queue "default" is (so parallel test runs never share one).
@@ -8,7 +8,8 @@ socket except which Redis queue "default" is (so parallel test runs never share 
 import runpy
 import socket
 import uuid
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from email import message_from_bytes, policy
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,11 +21,11 @@ from aiosmtpd.controller import Controller
 from django.core.exceptions import ImproperlyConfigured
 from rq import Queue, SimpleWorker
 
-from jobs.usage.accounting import month_of
 from jobs.models import EmailNotice, Job, JobStatus, NoticeStatus, NotificationPreference, Quota, UsageRecord
+from jobs.usage.accounting import month_of
 from jobs.usage.notifications import job_subject, notify_job_finished, notify_quota
 
-from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record, settle  # noqa: F401 - fixture
+from .test_watcher import SAMPLES, CannedSlurm, done, fake, make_job, record, settle  # noqa: F401 - fixture
 
 SITE = "https://portal.example.org"
 PASSWORD = "hunter2-smtp-secret"
@@ -113,8 +114,8 @@ def end_job_through_the_watcher(fake, owner, template, capture, name="Holiday"):
     job = make_job(owner, template, "33", tasks=4, name=name)
     progress = "".join(record(job, n, [done(n)]) for n in (0, 1, 3))
     progress += record(job, 2, [{**done(2), "status": "failed", "message": "2.jpg is corrupt"}])
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
-                    codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
+                     codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
     with capture(execute=True):
         settle(template.cluster)
     job.refresh_from_db()

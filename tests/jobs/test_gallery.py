@@ -13,8 +13,8 @@ from django.urls import path, reverse
 
 from jobs.models import Job, JobStatus, Source, Target, TargetStatus
 from jobs.results.files import byte_range, download_name, stream_results_zip
-from jobs.web.views.results import neighbours
 from jobs.web.urls import urlpatterns as portal_urlpatterns
+from jobs.web.views.results import neighbours
 
 
 def body_of(response) -> bytes:

@@ -18,8 +18,6 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-import cluster
-from cluster import ClusterUnreachable
 from jobs.models import ClusterProfile, Job, JobStatus
 from jobs.ops import heartbeat
 
@@ -111,14 +109,10 @@ def test_a_watcher_for_one_profile_leaves_the_other_profile_unwatched(monitor, p
 
 
 def test_it_says_in_words_since_when_a_cluster_is_unreachable_and_names_no_host(
-        monitor, owner, template, monkeypatch, watcher_runs):
+        monitor, owner, template, fake_ssh, watcher_runs):
     job = make_job(owner, template, status=JobStatus.RUNNING, targets=1, tasks=1)
     Job.objects.filter(pk=job.pk).update(slurm_job_id="77")  # followed by the watcher
-
-    def refuse(profile):
-        raise ClusterUnreachable("cannot reach the cluster at 127.0.0.1:2222 as ffportal: connection refused")
-
-    monkeypatch.setattr(cluster, "runner_for", refuse)
+    fake_ssh.unreachable("cannot reach the cluster at 127.0.0.1:2222 as ffportal: connection refused")
     watcher_runs()
     profile = ClusterProfile.objects.get(slug="local")
     assert profile.unreachable_since is not None  # what the watcher recorded, the page shows too

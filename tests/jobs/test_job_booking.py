@@ -8,8 +8,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from cluster import render_script
-from jobs.models import Booking, BookingState, ClusterProfile, GpuType, Job, Template
 from jobs.job.submit import sbatch_spec
+from jobs.models import Booking, BookingState, ClusterProfile, GpuType, Job, Template
 
 from .api_helpers import image, token_client
 
@@ -131,8 +131,8 @@ def test_the_api_takes_a_booking_and_refuses_another_users(owner, colleague, pro
 
 
 def test_the_api_warns_when_the_work_outlasts_the_booking(owner, profile, jpeg_bytes):
-    slow = Template.objects.create(name="Slow", slug="slow", cluster=profile, partition="gpu", gpu_type="h200",
-                                   gpu_count=1, time_limit="04:00:00", chunk_size=10, seconds_per_image=600)
+    Template.objects.create(name="Slow", slug="slow", cluster=profile, partition="gpu", gpu_type="h200",
+                            gpu_count=1, time_limit="04:00:00", chunk_size=10, seconds_per_image=600)
     booking = make_booking(owner, profile, starts_in=timedelta(minutes=-50), lasts=timedelta(hours=1))
     api, _token = token_client(owner)
     r = api.post("/api/v1/jobs", {"template": "slow", "consent": "true", "source": photo(jpeg_bytes),
@@ -145,7 +145,8 @@ def test_the_api_warns_when_the_work_outlasts_the_booking(owner, profile, jpeg_b
 def test_a_batch_held_because_the_booking_ended_says_what_to_do():
     # Seen on Slurm 22.05: a task of a job in a reservation, not started when the reservation
     # ended, is held for good (squeue: RESV_DEL_HOLD, "Reservation <name> was deleted").
-    from datetime import datetime, timezone as tz
+    from datetime import datetime
+    from datetime import timezone as tz
 
     from cluster.slurm import parse_squeue_tasks
     from jobs.watcher.decide import JobRow, SlurmAnswer, TaskChange, TaskRow, decide

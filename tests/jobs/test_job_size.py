@@ -5,51 +5,39 @@ trip), sbatch refusals that fail the job instead of being retried, and a staging
 retried after it got half-way. Only the SSH seam (`cluster.runner_for`) is faked."""
 import pytest
 
-from cluster import CommandFailed, CommandResult
+from cluster import CommandFailed
 from jobs.errors import StartError
-from jobs.models import ClusterProfile, JobStatus, Task
 from jobs.job.start import start_job
 from jobs.job.submit import submit_job
+from jobs.models import ClusterProfile, JobStatus, Task
+from tests.fake_ssh import FakeSSH
 
 from .api_helpers import image, token_client
-from .test_quotas_submit import FOLDER
-from .test_quotas_submit import FakeRunner as FolderRunner
+from .test_quotas_submit import FOLDER, NOTHING_SUBMITTED, folder_of
 
 CONFIG = "Configuration data as of 2026-11-30T20:14:44\nMaxArraySize            = {size}\nMaxJobCount             = 10000\n"
 
 
-class SizedCluster(FolderRunner):
-    """A folder of `n_images`; `scontrol show config` says MaxArraySize; sbatch answers `sbatch_answers`
-    in turn (then 4242)."""
-
-    def __init__(self, n_images, max_array_size=1001, sbatch_answers=()):
-        super().__init__(n_images)
-        self.config = CONFIG.format(size=max_array_size)
-        self.sbatch_answers = list(sbatch_answers)
-
-    def run_batch(self, argvs, timeout=60):
-        out = super().run_batch(argvs, timeout)
-        return [CommandResult(argv=a, rc=0, stdout=self.config, stderr="") if a[:2] == ["scontrol", "show"] else r
-                for a, r in zip(argvs, out)]
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        if argv[0] == "sbatch" and self.sbatch_answers:
-            self.commands.append(argv)
-            rc, stderr = self.sbatch_answers.pop(0)
-            return CommandResult(argv=argv, rc=rc, stdout="", stderr=stderr)
-        return super().run(argv, stdin, timeout, check)
-
-    def script(self) -> str:
-        return next(v.decode() for k, v in self.written.items() if k.endswith("job.sbatch"))
-
-
 @pytest.fixture
-def sized(monkeypatch):
-    def install(*args, **kwargs) -> SizedCluster:
-        runner = SizedCluster(*args, **kwargs)
-        monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
-        return runner
+def sized(fake_ssh):
+    """`sized(n_images, max_array_size=1001, sbatch_answers=())`: the SSH seam answered by a cluster
+    with a folder of `n_images` (test_quotas_submit.folder_of) whose `scontrol show config` says
+    MaxArraySize, and whose sbatch answers `sbatch_answers` (exit status, stderr) in turn (then 4242)."""
+    def install(n_images, max_array_size=1001, sbatch_answers=()) -> FakeSSH:
+        answers = [(rc, "", stderr) for rc, stderr in sbatch_answers]
+
+        def sbatch(argv):
+            return answers.pop(0) if answers else "4242\n"
+
+        config = CONFIG.format(size=max_array_size)
+        return fake_ssh(on_run={**folder_of(n_images), "sbatch": sbatch},
+                        on_batch={**NOTHING_SUBMITTED, "scontrol": config})
     return install
+
+
+def script(runner: FakeSSH) -> str:
+    """The batch script staged for the job's first attempt."""
+    return next(v.decode() for k, v in runner.written.items() if k.endswith("job.sbatch"))
 
 
 def folder_job(owner, template, jpeg_bytes):
@@ -92,7 +80,7 @@ def test_an_array_is_sized_to_the_clusters_max_array_size(sized, owner, template
     assert submit_job(str(job.id)) == "4242"
     job.refresh_from_db()
     # 10 images, at most 4 tasks: chunks of 3 (3 + 3 + 3 + 1), indexes 0-3
-    assert "#SBATCH --array=0-3" in runner.script()
+    assert "#SBATCH --array=0-3" in script(runner)
     assert [t.index for t in job.tasks.all()] == [0, 1, 2, 3]
     assert [t.task_index for t in job.targets.order_by("index")] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
     assert ClusterProfile.objects.get(pk=job.cluster_id).max_array_size == 4

@@ -23,15 +23,16 @@ from rq import Queue
 from rq.serializers import JSONSerializer
 
 from jobs import audit
-from jobs.models import AuditEntry
 from jobs.background.rq_worker import JOB_ID_FIRST, PortalWorker, log_ids
 from jobs.job.submit import submit_job
+from jobs.log_context import bind, current, log_context
+from jobs.models import AuditEntry
 from jobs.watcher import poll as watcher
-from portal.logs import bind, current, log_context, logging_config
+from portal.logs import logging_config
 
 from .api_helpers import token_client
 from .test_quotas_submit import cluster, folder_job  # noqa: F401 - fixtures
-from .test_watcher import FakeRunner, fake, make_job  # noqa: F401 - fixture
+from .test_watcher import CannedSlurm, fake, make_job  # noqa: F401 - fixture
 
 REPO = Path(__file__).resolve().parents[2]
 FRESH_ID = re.compile(r"[0-9a-f]{32}\Z")
@@ -159,7 +160,7 @@ def test_an_audit_entry_written_by_an_rq_job_carries_its_id_and_keeps_the_caller
 
 # ---- jobs: the submission, the watcher, RQ ----
 
-def test_a_submission_logs_its_job_id_and_slurm_job_id(json_logs, cluster, owner, folder_job):  # noqa: F811
+def test_a_submission_logs_its_job_id_and_slurm_job_id(json_logs, cluster, owner, folder_job):
     cluster(3)
     assert submit_job(str(folder_job.id)) == "4242"
     (submitted,) = json_logs.having("submitted as Slurm job 4242")
@@ -169,9 +170,9 @@ def test_a_submission_logs_its_job_id_and_slurm_job_id(json_logs, cluster, owner
     assert "job_id" not in after and "slurm_job_id" not in after
 
 
-def test_the_watchers_lines_about_a_job_carry_its_ids(json_logs, fake, owner, template):  # noqa: F811
+def test_the_watchers_lines_about_a_job_carry_its_ids(json_logs, fake, owner, template):
     job = make_job(owner, template, "777", tasks=1)
-    fake(FakeRunner(progress=f"{job.folder.progress_record(0)}\t{{not json\n"))
+    fake(CannedSlurm(progress=f"{job.folder.progress_record(0)}\t{{not json\n"))
     watcher.poll_profile(template.cluster)
     (unreadable,) = json_logs.having("unreadable progress record")
     assert unreadable["job_id"] == str(job.id) and unreadable["slurm_job_id"] == "777"

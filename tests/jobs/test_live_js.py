@@ -18,8 +18,13 @@ from jobs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.live.view import TASK_GROUP_OF_CLASS
 from jobs.models import JobStatus, Task
 from jobs.models.job import FINAL_STATUSES
-from jobs.web.templatetags.portal import (FAILED_JOB_STATUSES, TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES,
-                                          job_notice_class, task_state_class)
+from jobs.web.templatetags.portal import (
+    FAILED_JOB_STATUSES,
+    TASK_STATE_CLASS_OTHER,
+    TASK_STATE_CLASSES,
+    job_notice_class,
+    task_state_class,
+)
 from tests.jobs.test_pages_jobs import make_job
 from worker.manifest import VIDEO_EXTENSIONS
 

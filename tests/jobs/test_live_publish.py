@@ -24,6 +24,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from jobs.live.protocol import Publisher, user_group
+from tests.waiting import wait_until
 
 from .api_helpers import make_job
 
@@ -152,17 +153,8 @@ def test_it_leaves_no_thread_behind_when_redis_is_unreachable(unreachable_redis,
         assert pub.flush() == 0
     assert len(said) == 10
     gc.collect()
-    assert _settles(lambda: threading.active_count() <= threads + 1)
-
-
-def _settles(condition, seconds: float = 30.0) -> bool:
-    """True once `condition()` holds (threads of a collected executor exit on their own schedule)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    # the threads of a collected executor exit on their own schedule
+    wait_until(lambda: threading.active_count() <= threads + 1)
 
 
 def test_it_sends_nothing_when_nothing_changed(layer_name, redis_client):

@@ -12,19 +12,18 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from datetime import date, datetime, timedelta, timezone as dt_timezone
+from datetime import date, datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
+from channels.db import database_sync_to_async as in_db_thread
 from django.core.management import call_command
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-import cluster
-from cluster import ClusterUnreachable
 from jobs.models import Booking, BookingState, Job, JobStatus, Target, TargetStatus, UsageRecord
 from jobs.ops import heartbeat
 from jobs.usage.accounting import month_of
-from channels.db import database_sync_to_async as in_db_thread
 
 from .api_helpers import make_job
 from .test_consumers import _own_layer_prefix, connect, run_async  # noqa: F401 - fixtures and helpers
@@ -172,14 +171,10 @@ def test_a_watcher_cycle_is_timed_counted_and_its_age_shown(client, profile):
     assert value(after, "ffportal_cluster_unreachable", profile="local") == 0
 
 
-def test_ssh_errors_are_counted_per_profile(client, owner, template, monkeypatch):
+def test_ssh_errors_are_counted_per_profile(client, owner, template, fake_ssh):
     job = make_job(owner, template, status=JobStatus.RUNNING, targets=1, tasks=1)
     Job.objects.filter(pk=job.pk).update(slurm_job_id="88")
-
-    def refuse(profile):
-        raise ClusterUnreachable("cannot reach the cluster: connection refused")
-
-    monkeypatch.setattr(cluster, "runner_for", refuse)
+    fake_ssh.unreachable("cannot reach the cluster: connection refused")
     before = scrape(client)
     call_command("watch_cluster", "--once")
     after = scrape(client)

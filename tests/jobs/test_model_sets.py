@@ -13,12 +13,13 @@ from django.urls import reverse
 
 from cluster import ClusterLimits
 from jobs.job.model_sets import models_in
-from jobs.models import Job, ModelSet, Source, Target
 from jobs.job.submit import sbatch_spec, stage
+from jobs.models import Job, ModelSet, Source, Target
+from tests.fake_ssh import FakeSSH
 from worker.progress import TaskProgress
 
 from .api_helpers import token_client
-from .test_watcher import FakeRunner, done, fake, make_job, settle  # noqa: F401 - `fake` is a fixture
+from .test_watcher import CannedSlurm, done, fake, make_job, settle  # noqa: F401 - `fake` is a fixture
 
 SWAPPER_OCT = "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af"
 SWAPPER_NOV = "ab" * 32
@@ -36,22 +37,6 @@ def november(db):
                                    files=[{"name": "inswapper_128.onnx", "sha256": SWAPPER_NOV}])
 
 
-class Recorder:
-    """The SSH runner seam as staging uses it: records what would be written on the cluster."""
-
-    def __init__(self):
-        self.written = {}
-
-    def makedirs(self, path):
-        pass
-
-    def put_file(self, local, remote):
-        Path(local).read_bytes()
-
-    def put_bytes(self, data, remote):
-        self.written[remote] = data
-
-
 def started_job(owner, template, jpeg_bytes) -> Job:
     """A job as Start leaves it (snapshot taken now), with one source and one target on the cluster."""
     job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
@@ -63,7 +48,7 @@ def started_job(owner, template, jpeg_bytes) -> Job:
 
 
 def staged_manifest(job) -> dict:
-    runner = Recorder()
+    runner = FakeSSH()  # records what staging would write on the cluster
     stage(runner, job, ClusterLimits())
     return json.loads(runner.written[job.folder.manifest])
 
@@ -143,12 +128,12 @@ def record_with_models(job, task_index, models):
 
 
 @pytest.fixture
-def job_that_ran(fake, owner, template):  # noqa: F811 - `fake` is the watcher tests' fixture
+def job_that_ran(fake, owner, template):
     job = make_job(owner, template, "41", tasks=2)
     progress = (record_with_models(job, 0, [used("inswapper_128.onnx", SWAPPER_OCT)])
                 + record_with_models(job, 1, [used("inswapper_128.onnx", SWAPPER_OCT), used("det_10g.onnx", "cd" * 32)]))
-    fake(FakeRunner(squeue=(Path(__file__).parents[1] / "cluster" / "samples" / "22.05" / "squeue_array_running.json").read_text(),
-                    progress=progress))
+    fake(CannedSlurm(squeue=(Path(__file__).parents[1] / "cluster" / "samples" / "22.05" / "squeue_array_running.json").read_text(),
+                     progress=progress))
     settle(template.cluster, cycles=1)
     job.refresh_from_db()
     return job

@@ -111,10 +111,10 @@ def test_it_builds_breadcrumbs_below_the_root():
     assert breadcrumbs("", roots) == []
 
 
-def test_the_page_never_offers_a_link_that_leads_out_of_the_roots(client, owner, template, tmp_path, monkeypatch):
+def test_the_page_never_offers_a_link_that_leads_out_of_the_roots(client, owner, template, tmp_path, fake_ssh):
     """The real browse, the folder listed on this machine: a file that is a link out of the
     roots (another job's face, a system file) is not shown, nor offered to pick."""
-    from .test_api_folders import LocalRunner
+    from tests.fake_ssh import run_here
 
     shoot = tmp_path / "storage" / "shoot"
     shoot.mkdir(parents=True)
@@ -124,7 +124,7 @@ def test_the_page_never_offers_a_link_that_leads_out_of_the_roots(client, owner,
     (shoot / "hostname.jpg").symlink_to("/etc/hostname")
     template.cluster.target_roots = [str(tmp_path / "storage")]
     template.cluster.save()
-    monkeypatch.setattr("cluster.runner_for", lambda profile: LocalRunner())
+    fake_ssh(on_run=run_here)
     client.force_login(owner)
     r = client.get(reverse("folder-browse") + f"?path={shoot}")
     body = r.content.decode()

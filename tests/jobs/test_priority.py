@@ -3,10 +3,10 @@
 import pytest
 from django.contrib.auth.models import Group
 
-from jobs.models import GroupPriority, QosLevel
 from jobs.job.priority import qos_for, qos_words
 from jobs.job.start import start_job
 from jobs.job.submit import sbatch_spec
+from jobs.models import GroupPriority, QosLevel
 
 from .api_helpers import image
 

@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone as dj_timezone, translation
+from django.utils import timezone as dj_timezone
+from django.utils import translation
 
 from cluster.slurm import parse_squeue_tasks
 from jobs.models import Job, JobStatus

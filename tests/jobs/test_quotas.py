@@ -2,7 +2,8 @@
 counts as this month's usage (month rollover, time zone, active jobs at their estimate, a group's
 members together), the estimate, and the refusal messages. Start-level tests: test_quotas_start.py;
 folders: test_quotas_submit.py; the race: test_quotas_race.py; the admin: test_quotas_admin.py."""
-from datetime import date, datetime, timezone as dt_timezone
+from datetime import date, datetime
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.contrib.auth.models import Group
@@ -10,8 +11,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from jobs import quotas
-from jobs.models import Job, JobStatus, Quota, Template, TemplateSnapshot, UsageRecord
 from jobs.errors import QuotaExceeded, StartError
+from jobs.models import Job, JobStatus, Quota, Template, TemplateSnapshot, UsageRecord
 from jobs.quotas import check_quota, effective_limits, estimate_gpu_hours, gpu_budgets, quota_status
 
 NOV_20 = datetime(2026, 11, 20, 12, 0, tzinfo=dt_timezone.utc)

@@ -17,10 +17,10 @@ import threading
 import pytest
 from django.db import connection
 
-from jobs.quotas import limits as quotas  # where the counters are called from
-from jobs.models import Job, Quota, Template
 from jobs.errors import QuotaExceeded
 from jobs.job.start import start_job
+from jobs.models import Job, Quota, Template
+from jobs.quotas import limits as quotas  # where the counters are called from
 
 from .api_helpers import image
 

@@ -3,15 +3,17 @@ targets-per-job quota is checked there. A folder over the limit fails the job wi
 message and submits nothing; within the limit the job goes on, and its GPU-hour estimate grows
 to the real count (it weighs on the next Start; it is never refused after Start).
 Only the SSH seam (`cluster.runner_for`) is faked, as in test_watcher.py."""
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 import pytest
 
-from cluster import CommandResult, RemoteEntry
+from cluster import RemoteEntry
 from cluster.paths import answer_folder_listing
 from jobs import quotas
-from jobs.models import Job, JobStatus, Quota, Template
 from jobs.job.submit import submit_job
+from jobs.models import Job, JobStatus, Quota, Template
+from tests.fake_ssh import FakeSSH
 
 from .api_helpers import image
 from .test_watcher import EMPTY_SQUEUE
@@ -19,52 +21,27 @@ from .test_watcher import EMPTY_SQUEUE
 FOLDER = "/srv/ffportal/storage/shoot"
 
 
-class FakeRunner:
-    """A cluster whose target folder holds `n_images` JPEGs (and a hidden file and a text file,
-    which are not targets); sbatch answers Slurm job id 4242."""
+#: the first round trip of a submission: squeue: nothing queued; sacct and the rest: "failed" (no
+#: accounting) -> no earlier submission found
+NOTHING_SUBMITTED = {"squeue": EMPTY_SQUEUE, "*": (1, "", "")}
 
-    def __init__(self, n_images: int):
-        self.entries = [RemoteEntry(name=f"img{i:05d}.jpg", path=f"{FOLDER}/img{i:05d}.jpg", type="file", size=1000,
-                                    mtime=0) for i in range(n_images)]
-        self.entries += [RemoteEntry(name=".DS_Store", path=f"{FOLDER}/.DS_Store", type="file", size=1, mtime=0),
-                         RemoteEntry(name="notes.txt", path=f"{FOLDER}/notes.txt", type="file", size=1, mtime=0)]
-        self.commands: list[list[str]] = []
-        self.written: dict[str, bytes] = {}
 
-    def run_batch(self, argvs, timeout=60):
-        # squeue: nothing queued; sacct: "failed" (no accounting) -> no earlier submission found
-        return [CommandResult(argv=a, rc=0 if a[0] == "squeue" else 1, stdout=EMPTY_SQUEUE if a[0] == "squeue" else "",
-                              stderr="") for a in argvs]
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        self.commands.append(argv)
-        if argv[0] == "sh":  # the folder listing (cluster.list_folder_argv)
-            return CommandResult(argv=argv, rc=0, stdout=answer_folder_listing(argv, self.entries), stderr="")
-        return CommandResult(argv=argv, rc=0, stdout="4242\n" if argv[0] == "sbatch" else "", stderr="")
-
-    def realpath(self, path):
-        return path
-
-    def listdir(self, path):
-        assert path == FOLDER
-        return list(self.entries)
-
-    def makedirs(self, path):
-        pass
-
-    def put_file(self, local, remote):
-        self.written[remote] = b"file"
-
-    def put_bytes(self, data, remote, mode=0o644):
-        self.written[remote] = data
+def folder_of(n_images: int) -> dict:
+    """How a cluster whose target folder holds `n_images` JPEGs (and a hidden file and a text file,
+    which are not targets) answers `run`: the folder listing (cluster.list_folder_argv), and sbatch
+    with Slurm job id 4242."""
+    entries = [RemoteEntry(name=f"img{i:05d}.jpg", path=f"{FOLDER}/img{i:05d}.jpg", type="file", size=1000,
+                           mtime=0) for i in range(n_images)]
+    entries += [RemoteEntry(name=".DS_Store", path=f"{FOLDER}/.DS_Store", type="file", size=1, mtime=0),
+                RemoteEntry(name="notes.txt", path=f"{FOLDER}/notes.txt", type="file", size=1, mtime=0)]
+    return {"sh": lambda argv: answer_folder_listing(argv, entries), "sbatch": "4242\n"}
 
 
 @pytest.fixture
-def cluster(monkeypatch):
-    def install(n_images: int) -> FakeRunner:
-        runner = FakeRunner(n_images)
-        monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
-        return runner
+def cluster(fake_ssh):
+    """`cluster(n_images)`: the SSH seam answered by a cluster whose folder holds `n_images` JPEGs."""
+    def install(n_images: int) -> FakeSSH:
+        return fake_ssh(on_run=folder_of(n_images), on_batch=NOTHING_SUBMITTED)
     return install
 
 
@@ -76,7 +53,7 @@ def folder_job(owner, template, jpeg_bytes):
                      target_folder=FOLDER)
 
 
-def sbatch_calls(runner: FakeRunner) -> list:
+def sbatch_calls(runner: FakeSSH) -> list:
     return [c for c in runner.commands if c[0] == "sbatch"]
 
 

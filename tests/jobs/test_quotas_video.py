@@ -8,7 +8,8 @@ from jobs.errors import QuotaExceeded
 from jobs.models import Job, JobStatus, Quota, Target, Template
 from jobs.quotas import check_quota, estimate_gpu_hours
 from jobs.quotas.estimate import HISTORY_MIN_PHOTOS, measured_seconds_per_photo
-from jobs.web.templatetags.quota import gpu_words, plain_duration, template_estimate
+from jobs.quotas.messages import plain_duration
+from jobs.web.templatetags.quota import gpu_words, template_estimate
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
-from cluster import ClusterError, CommandResult
-from jobs.job import lifecycle
-from jobs.job import submit
+from cluster import ClusterError
 from jobs.background import enqueue
-from jobs.models import AuditEntry, Job, JobStatus, Source, Target, TargetStatus, Task
+from jobs.job import lifecycle, submit
 from jobs.job.retry import retry_failed
+from jobs.models import AuditEntry, Job, JobStatus, Source, Target, TargetStatus, Task
+from tests.fake_ssh import FakeSSH
 from worker.manifest import EngineOptions, Manifest
 from worker.manifest import Target as ManifestTarget
 
@@ -86,16 +86,9 @@ def test_it_says_job_started_above_a_job_that_is_running(owner, template):
 
 # -- "Retrying automatically" only while true ---------------------------------------------------------
 
-class Unreachable:
-    """A cluster that does not answer."""
-
-    def run_batch(self, argvs, timeout=60):
-        raise ClusterError("cannot reach the cluster (connection refused)")
-
-
 @pytest.fixture
-def submitting(owner, template, monkeypatch):
-    monkeypatch.setattr("cluster.runner_for", lambda profile: Unreachable())
+def submitting(owner, template, monkeypatch, fake_ssh):
+    fake_ssh(on_run=ClusterError("cannot reach the cluster (connection refused)"))  # a cluster that does not answer
     monkeypatch.setattr("jobs.job.submit.publish_job", lambda job: None)
     return make_job(owner, template, status=JobStatus.QUEUED, target_folder="/srv/shoot")
 
@@ -161,29 +154,12 @@ def test_cancel_of_a_job_waiting_to_submit_ends_it_at_once_and_drops_the_next_tr
 
 # -- A folder the cluster cannot use: a final failure that says what to do --------------------------------
 
-class MissingFolder:
-    """A cluster where the job's folder does not exist (the listing exits 102: ENOENT)."""
-
-    def __init__(self):
-        self.commands = []
-
-    def run_batch(self, argvs, timeout=60):
-        return [CommandResult(argv=a, rc=0 if a[0] == "squeue" else 1, stdout='{"jobs": []}' if a[0] == "squeue" else "",
-                              stderr="") for a in argvs]
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        self.commands.append(argv)
-        return CommandResult(argv=argv, rc=102 if argv[0] == "sh" else 0, stdout="", stderr="")
-
-    def makedirs(self, path):
-        pass
-
-
-def test_a_missing_folder_is_a_final_failure_that_says_what_to_do(owner, template, monkeypatch):
+def test_a_missing_folder_is_a_final_failure_that_says_what_to_do(owner, template, fake_ssh):
     template.cluster.target_roots = ["/srv/shoot"]
     template.cluster.save()
-    runner = MissingFolder()
-    monkeypatch.setattr("cluster.runner_for", lambda profile: runner)
+    # a cluster where the job's folder does not exist (the listing exits 102: ENOENT)
+    runner = fake_ssh(on_run={"sh": (102, "", "")},
+                      on_batch={"squeue": '{"jobs": []}', "*": (1, "", "")})
     job = make_job(owner, template, status=JobStatus.QUEUED, target_folder="/srv/shoot/weddnig")
     assert submit.submit_job(str(job.id)) is None  # not raised: RQ does not try again
     job.refresh_from_db()
@@ -281,28 +257,6 @@ def test_only_the_owner_replaces_a_file(owner, colleague, stranger, staff, templ
     assert session_client(owner).get(reverse("job-target-replace", args=[job.id, 1])).status_code == 405
 
 
-class Staging:
-    """A cluster that keeps what is put on it (the retry's staging)."""
-
-    def __init__(self, manifest: bytes):
-        self.files = {}
-        self.manifest = manifest
-        self.commands = []
-
-    def run(self, argv, timeout=60, check=False):
-        self.commands.append(argv)
-        return CommandResult(argv=argv, rc=0, stdout="", stderr="")
-
-    def put_file(self, local, remote):
-        self.files[remote] = open(local, "rb").read()
-
-    def put_bytes(self, data, remote):
-        self.files[remote] = data
-
-    def get_bytes(self, remote):
-        return self.manifest
-
-
 def test_the_retry_stages_the_replaced_file_and_points_the_manifest_at_it(owner, template, jpeg_bytes):
     job = ended_job(owner, template)
     replace(session_client(owner), job, 1, "fixed.jpg", jpeg_bytes)
@@ -312,15 +266,15 @@ def test_the_retry_stages_the_replaced_file_and_points_the_manifest_at_it(owner,
                      targets=tuple(ManifestTarget(path=t.cluster_path if t.index != 1 else "/srv/shoot/broken.jpg",
                                                   output=t.output_name) for t in job.targets.all()),
                      engine=EngineOptions(name="classic", face_selector="many"), target_roots=("/srv/shoot",))
-    runner = Staging(first.dumps().encode())
+    runner = FakeSSH(serve=lambda remote: first.dumps().encode())  # keeps what the retry's staging puts on it
     script = submit.stage_retry(runner, job)
     new_path = job.folder.target("replacement-1-fixed.jpg")
-    assert runner.files[new_path] == jpeg_bytes
-    written = json.loads(runner.files[job.folder.manifest])
+    assert runner.written[new_path] == jpeg_bytes
+    written = json.loads(runner.written[job.folder.manifest])
     assert [t["path"] for t in written["targets"]] == ["/srv/shoot/bride.jpg", new_path, "/srv/shoot/clip.mp4"]
     assert written["chunks"] == [[0, 1], [2]] and written["target_roots"] == ["/srv/shoot"]
     assert script == job.folder.script(2)
-    assert not any("/srv/shoot" in p for p in runner.files)  # nothing written into the user's folder
+    assert not any("/srv/shoot" in p for p in runner.written)  # nothing written into the user's folder
 
 
 # -- The face photos used ------------------------------------------------------------------------------------

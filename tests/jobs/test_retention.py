@@ -8,7 +8,6 @@ the deletion script itself runs (work root and job folders under pytest's tmp_pa
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,29 +16,25 @@ from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
-import cluster
-from cluster.ssh import CommandResult
+from jobs.models import (
+    AuditEntry,
+    EmailNotice,
+    Job,
+    JobStatus,
+    NoticeStatus,
+    NotificationPreference,
+    RetentionPolicy,
+    Source,
+    Target,
+)
 from jobs.results import retention
-from jobs.models import (AuditEntry, EmailNotice, Job, JobStatus, NoticeStatus, NotificationPreference,
-                         RetentionPolicy, Source, Target)
+from tests.fake_ssh import run_here
 
 from .api_helpers import session_client, token_client
 
 PHOTO_NAMES = ("anna-smith-beach.jpg", "holiday/joe-portrait.jpg")
 #: the cluster folder is deleted after the commit (on_commit): these tests commit for real
 commits = pytest.mark.django_db(transaction=True)
-
-
-class LocalRunner:
-    """The SSH seam answered by this machine: each argv runs here with a real shell (no SSH)."""
-
-    def __init__(self):
-        self.commands = []
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        self.commands.append(argv)
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        return CommandResult(argv=argv, rc=done.returncode, stdout=done.stdout, stderr=done.stderr)
 
 
 @pytest.fixture
@@ -52,10 +47,9 @@ def work_root(profile, tmp_path):
 
 
 @pytest.fixture
-def local_cluster(monkeypatch, inline_rq, work_root):
-    runner = LocalRunner()
-    monkeypatch.setattr(cluster, "runner_for", lambda profile: runner)
-    return runner
+def local_cluster(fake_ssh, inline_rq, work_root):
+    """The SSH seam answered by this machine: each argv runs here with a real shell (no SSH)."""
+    return fake_ssh(on_run=run_here)
 
 
 def finished_job(owner, template, *, ended_days_ago: float = 1, status=JobStatus.COMPLETED, name="Beach shoot",
@@ -262,17 +256,13 @@ def test_the_beat_deletes_expired_jobs_after_the_notice(owner, template, local_c
 
 
 @commits
-def test_the_beat_asks_again_for_a_cluster_folder_left_by_an_outage(owner, template, local_cluster, monkeypatch):
+def test_the_beat_asks_again_for_a_cluster_folder_left_by_an_outage(owner, template, local_cluster, fake_ssh):
     job = finished_job(owner, template)
-
-    def unreachable(profile):
-        raise cluster.ClusterUnreachable("connection refused")
-
-    monkeypatch.setattr(cluster, "runner_for", unreachable)
+    fake_ssh.unreachable("connection refused")
     retention.delete_job_files(job)  # the RQ task fails (RQ would keep it); the portal's files went
     job.refresh_from_db()
     assert job.files_deleted_at is not None and job.cluster_files_deleted_at is None
-    monkeypatch.setattr(cluster, "runner_for", lambda profile: local_cluster)
+    fake_ssh(local_cluster)
     assert Path(job.folder.root).is_dir() and not job.media_dir.exists()
     Job.objects.filter(pk=job.pk).update(files_deleted_at=timezone.now() - timedelta(hours=1))
 

@@ -7,8 +7,12 @@ import pytest
 
 from cluster import ClusterError, PathNotAllowed
 from cluster.cleanup import delete_job_folder, job_folder_delete_argv
+from tests.fake_ssh import FakeSSH, run_here
 
-from .test_retention import LocalRunner
+
+def here() -> FakeSSH:
+    """The cluster's side played by this machine: the `sh -c` runs here."""
+    return FakeSSH(on_run=run_here)
 
 
 @pytest.fixture
@@ -37,9 +41,9 @@ def test_anything_not_strictly_inside_the_work_root_is_refused_here(folder, root
 
 def test_it_deletes_the_job_folder_and_nothing_else(root):
     (root / "jobs" / "b2").mkdir()
-    result = delete_job_folder(LocalRunner(), str(root / "jobs" / "a1"), str(root))
+    result = delete_job_folder(here(), str(root / "jobs" / "a1"), str(root))
     assert result.existed and not (root / "jobs" / "a1").exists() and (root / "jobs" / "b2").is_dir()
-    again = delete_job_folder(LocalRunner(), str(root / "jobs" / "a1"), str(root))
+    again = delete_job_folder(here(), str(root / "jobs" / "a1"), str(root))
     assert not again.existed  # already gone: nothing to do, not an error
 
 
@@ -49,7 +53,7 @@ def test_the_cluster_side_refuses_a_parent_that_leads_outside_the_root(root, tmp
     (outside / "a1" / "keep.txt").write_text("keep")
     (root / "jobs" / "linked").symlink_to(outside)  # lexically inside the root, really outside
     with pytest.raises(PathNotAllowed, match="outside the work root"):
-        delete_job_folder(LocalRunner(), str(root / "jobs" / "linked" / "a1"), str(root))
+        delete_job_folder(here(), str(root / "jobs" / "linked" / "a1"), str(root))
     assert (outside / "a1" / "keep.txt").read_text() == "keep"
 
 
@@ -58,10 +62,10 @@ def test_a_job_folder_that_is_a_link_loses_the_link_not_its_target(root, tmp_pat
     other.mkdir()
     (other / "keep.jpg").write_bytes(b"y")
     (root / "jobs" / "c3").symlink_to(other)
-    assert delete_job_folder(LocalRunner(), str(root / "jobs" / "c3"), str(root)).existed
+    assert delete_job_folder(here(), str(root / "jobs" / "c3"), str(root)).existed
     assert not (root / "jobs" / "c3").is_symlink() and (other / "keep.jpg").exists()
 
 
 def test_a_missing_work_root_is_an_error_not_a_success(tmp_path):
     with pytest.raises(ClusterError, match="work root does not exist"):
-        delete_job_folder(LocalRunner(), str(tmp_path / "nowhere" / "jobs" / "a1"), str(tmp_path / "nowhere"))
+        delete_job_folder(here(), str(tmp_path / "nowhere" / "jobs" / "a1"), str(tmp_path / "nowhere"))

@@ -1,5 +1,5 @@
 """Retry what did not finish (jobs.job.retry): which targets and chunks, the API and the page, the
-automatic policy in the watcher (from REAL captured Slurm output, through the FakeRunner of
+automatic policy in the watcher (from REAL captured Slurm output, through the CannedSlurm of
 test_watcher), and the resubmission of a later attempt. The real cluster run is tests/e2e/test_retry.py."""
 import json
 from datetime import timedelta
@@ -7,19 +7,16 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-import cluster
-from cluster import CommandResult
 from cluster.sbatch import render_script
 from jobs.job import submit
-from jobs.watcher import poll as watcher
-from jobs.job.attempts import history
-from jobs.models import AuditEntry, Job, JobStatus, Target, TargetStatus, Task
-from jobs.watcher.decide import KILL_LINE_WAIT
-from jobs.job.attempts import more_memory
+from jobs.job.attempts import history, more_memory
 from jobs.job.retry import retry_failed, retryable_targets
+from jobs.models import AuditEntry, Job, JobStatus, Target, TargetStatus, Task
+from jobs.watcher import poll as watcher
+from jobs.watcher.decide import KILL_LINE_WAIT
 
 from .api_helpers import session_client, token_client
-from .test_watcher import SAMPLES, FakeRunner, fake, make_job, settle  # noqa: F401 - fixture
+from .test_watcher import SAMPLES, CannedSlurm, fake, make_job, settle  # noqa: F401 - fixture
 
 MEMKILL = (SAMPLES / "sacct_memkill.json").read_text()
 MEMKILL_LOG = (SAMPLES / "memkill_output.txt").read_text()
@@ -168,7 +165,7 @@ def test_more_memory_doubles_up_to_the_ceiling(owner, template):
 
 def test_a_memory_kill_is_retried_once_with_twice_the_memory(fake, owner, template):
     job = make_job(owner, template, "37", tasks=1)
-    fake(FakeRunner(sacct=MEMKILL, log_tail=MEMKILL_LOG))
+    fake(CannedSlurm(sacct=MEMKILL, log_tail=MEMKILL_LOG))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and job.attempt == 2
@@ -191,7 +188,7 @@ def test_a_memory_kill_at_the_ceiling_is_not_retried(fake, owner, template):
     template.max_mem = "2G"
     template.save()
     job = make_job(owner, template, "37", tasks=1)
-    fake(FakeRunner(sacct=MEMKILL, log_tail=MEMKILL_LOG))
+    fake(CannedSlurm(sacct=MEMKILL, log_tail=MEMKILL_LOG))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.attempt == 1
@@ -201,14 +198,15 @@ def test_the_end_waits_for_the_memory_kill_line(fake, owner, template):
     """slurmstepd may write "exceeded memory limit" just after sacct says FAILED 0:9: the task's log
     is read on the next cycle, and read again while the line may still come."""
     job = make_job(owner, template, "37", tasks=1)
-    runner = fake(FakeRunner(sacct=MEMKILL, log_tail=""))
+    slurm = CannedSlurm(sacct=MEMKILL, log_tail="")
+    runner = fake(slurm)
     watcher.poll_profile(template.cluster)  # sacct says FAILED 0:9: its log is asked for
     watcher.poll_profile(template.cluster)  # the log has no line yet: read again next cycle
     job.refresh_from_db()
     task = job.tasks.get()
     assert job.status == JobStatus.RUNNING and task.state == "RUNNING" and task.log_wait_since is not None
     assert all(batch[-1][0] == "tail" for batch in runner.batches[1:]) and len(runner.batches) == 2
-    runner.log_tail = MEMKILL_LOG
+    slurm.log_tail = MEMKILL_LOG
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and history(job)[0].ended == {"0": "OUT_OF_MEMORY"}
@@ -216,7 +214,7 @@ def test_the_end_waits_for_the_memory_kill_line(fake, owner, template):
 
 def test_a_sigkill_without_the_memory_line_ends_failed_once_the_wait_is_over(fake, owner, template):
     job = make_job(owner, template, "37", tasks=1)
-    fake(FakeRunner(sacct=MEMKILL, log_tail="some other output\n"))
+    fake(CannedSlurm(sacct=MEMKILL, log_tail="some other output\n"))
     watcher.poll_profile(template.cluster)
     Task.objects.filter(job=job).update(log_wait_since=timezone.now() - KILL_LINE_WAIT - timedelta(seconds=1))
     watcher.poll_profile(template.cluster)
@@ -231,7 +229,7 @@ def test_a_node_failure_is_retried_once_with_the_same_memory(fake, owner, templa
     for rec in doc["jobs"]:
         rec["state"]["current"] = "NODE_FAIL"
     job = make_job(owner, template, "37", tasks=1)
-    fake(FakeRunner(sacct=json.dumps(doc)))
+    fake(CannedSlurm(sacct=json.dumps(doc)))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and history(job)[1].mem == "2G"
@@ -240,7 +238,7 @@ def test_a_node_failure_is_retried_once_with_the_same_memory(fake, owner, templa
 
 def test_a_timeout_is_explained_not_retried(fake, owner, template):
     job = make_job(owner, template, "32", tasks=1)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.attempt == 1
@@ -251,26 +249,12 @@ def test_a_timeout_is_explained_not_retried(fake, owner, template):
 # --- resubmission of a later attempt ----------------------------------------------------------------
 
 
-class SubmitRunner:
-    def __init__(self):
-        self.runs, self.files, self.batches = [], {}, []
-
-    def run_batch(self, argvs, timeout=60):
-        self.batches.append(argvs)
-        empty = json.dumps({"meta": {}, "errors": [], "jobs": []})
-        return [CommandResult(argv=a, rc=0, stdout=empty, stderr="") for a in argvs]
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        self.runs.append(argv)
-        return CommandResult(argv=argv, rc=0, stdout="901\n" if argv[0] == "sbatch" else "", stderr="")
-
-    def put_bytes(self, data, remote, mode=0o644):
-        self.files[remote] = data.decode()
+#: a cluster that takes the submission: sbatch answers 901; each query of the first round trip finds nothing
+SUBMITS = {"on_run": {"sbatch": "901\n"}, "on_batch": json.dumps({"meta": {}, "errors": [], "jobs": []})}
 
 
-def test_a_later_attempt_submits_one_array_over_the_chosen_chunks(owner, template, monkeypatch, settings):
-    runner = SubmitRunner()
-    monkeypatch.setattr(cluster, "runner_for", lambda profile: runner)
+def test_a_later_attempt_submits_one_array_over_the_chosen_chunks(owner, template, monkeypatch, settings, fake_ssh):
+    runner = fake_ssh(**SUBMITS)
     monkeypatch.setattr("jobs.background.enqueue.enqueue_submission", lambda job: None)
     settings.FFP_TEST_ALLOCATE_MB = {1: 400}  # attempt 1 only: not in attempt 2's script
     job = ended_job(owner, template)
@@ -281,9 +265,9 @@ def test_a_later_attempt_submits_one_array_over_the_chosen_chunks(owner, templat
     assert job.status == JobStatus.PENDING and job.slurm_job_id == "901" and history(job)[1].slurm_job_id == "901"
     assert any(f"--name=ffp-{job.id}-a2" in a or f"ffp-{job.id}-a2" in a for a in runner.batches[0][1])
     root = job.folder.root
-    rm = next(a for a in runner.runs if a[0] == "rm")
+    rm = next(a for a in runner.commands if a[0] == "rm")
     assert rm[-2:] == [f"{root}/out/progress/task-1.json", f"{root}/out/progress/task-2.json"]
-    script = runner.files[f"{root}/job-a2.sbatch"]
+    script = runner.written[f"{root}/job-a2.sbatch"].decode()
     assert "--array=1-2" in script and f'--job-name="ffp-{job.id}-a2"' in script and "FFP_TEST_ALLOCATE_MB" not in script
     assert f"{root}/manifest.json" in script
     assert not Task.objects.filter(job=job).exclude(index__in=(0, 1, 2)).exists()  # no new Task rows
@@ -296,10 +280,9 @@ def test_the_test_allocation_reaches_only_the_named_attempt(owner, template, set
     assert "export FFP_TEST_ALLOCATE_MB=400" in render_script(submit.sbatch_spec(job, 1))
 
 
-def test_submitted_at_is_fresh_for_the_new_attempt(owner, template, monkeypatch):
+def test_submitted_at_is_fresh_for_the_new_attempt(owner, template, monkeypatch, fake_ssh):
     """The lost-job rule counts from the attempt's own submission, not the first one's."""
-    runner = SubmitRunner()
-    monkeypatch.setattr(cluster, "runner_for", lambda profile: runner)
+    fake_ssh(**SUBMITS)
     monkeypatch.setattr("jobs.background.enqueue.enqueue_submission", lambda job: None)
     job = ended_job(owner, template)
     Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(hours=2))

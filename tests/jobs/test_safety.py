@@ -19,9 +19,9 @@ from jobs.models import AuditEntry, Job, SafetyPolicy, TargetStatus
 from worker.content_safety import DEFAULT_REFUSE
 
 from .api_helpers import image, token_client
-from .test_model_sets import started_job, staged_manifest
+from .test_model_sets import staged_manifest, started_job
 from .test_uploads_tus import send
-from .test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record, settle  # noqa: F401 - `fake` is a fixture
+from .test_watcher import SAMPLES, CannedSlurm, done, fake, make_job, record, settle  # noqa: F401 - `fake` is a fixture
 
 REFUSED = "this photo was refused by the content check; choose another photo"
 
@@ -141,8 +141,8 @@ def test_a_result_the_worker_held_back_reads_in_plain_words_and_is_audited_once(
     held = {**done(0), "status": "failed", "message": "the result was held back by the content check and deleted "
             "(FEMALE_BREAST_EXPOSED 0.81)", "code": "held_back", "params": {"labels": [["FEMALE_BREAST_EXPOSED", 0.81]]}}
     progress = record(job, 0, [held]) + "".join(record(job, n, [done(n)]) for n in (1, 2, 3))
-    runner = fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
-                             codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
+    runner = fake(CannedSlurm(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
+                              codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
     settle(template.cluster, cycles=4)
     target = job.targets.get(index=0)
     assert target.status == TargetStatus.FAILED

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.conf import settings
 from cryptography.fernet import Fernet
+from django.conf import settings
 from django.core.exceptions import FieldError, ImproperlyConfigured, SuspiciousFileOperation
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError

@@ -25,7 +25,7 @@ def backend(settings):
     _get_sendfile.cache_clear()
 
 
-def test_behind_nginx_the_portal_names_the_file_and_sends_no_bytes(client, owner, job, backend):  # noqa: F811
+def test_behind_nginx_the_portal_names_the_file_and_sends_no_bytes(client, owner, job, backend):
     backend("django_sendfile.backends.nginx")
     client.force_login(owner)
     r = client.get(reverse("job-output", args=[job.id, 1]) + "?download=1")
@@ -40,21 +40,21 @@ def test_behind_nginx_the_portal_names_the_file_and_sends_no_bytes(client, owner
     assert "sandbox" in r["Content-Security-Policy"]
 
 
-def test_behind_nginx_ownership_is_still_checked_first(client, colleague, job, backend):  # noqa: F811
+def test_behind_nginx_ownership_is_still_checked_first(client, colleague, job, backend):
     backend("django_sendfile.backends.nginx")
     client.force_login(colleague)
     r = client.get(reverse("job-output", args=[job.id, 0]))
     assert r.status_code == 404 and "X-Accel-Redirect" not in r
 
 
-def test_behind_nginx_the_uploaded_input_is_handed_over_too(client, owner, job, backend):  # noqa: F811
+def test_behind_nginx_the_uploaded_input_is_handed_over_too(client, owner, job, backend):
     backend("django_sendfile.backends.nginx")
     client.force_login(owner)
     r = client.get(reverse("job-input", args=[job.id, 0]))
     assert r.status_code == 200 and r["X-Accel-Redirect"].startswith("/_protected_media/") and r.content == b""
 
 
-def test_the_simple_backend_sends_the_bytes_itself(client, owner, job, jpeg_bytes, backend):  # noqa: F811
+def test_the_simple_backend_sends_the_bytes_itself(client, owner, job, jpeg_bytes, backend):
     backend("django_sendfile.backends.simple")
     client.force_login(owner)
     r = client.get(reverse("job-output", args=[job.id, 0]))
@@ -62,7 +62,7 @@ def test_the_simple_backend_sends_the_bytes_itself(client, owner, job, jpeg_byte
     assert r["Content-Type"] == "image/jpeg" and r["Content-Disposition"].startswith("inline")
 
 
-def test_without_a_backend_the_portal_streams_the_file_with_ranges(client, owner, job, jpeg_bytes, settings):  # noqa: F811
+def test_without_a_backend_the_portal_streams_the_file_with_ranges(client, owner, job, jpeg_bytes, settings):
     settings.SENDFILE_BACKEND = None
     client.force_login(owner)
     r = client.get(reverse("job-output", args=[job.id, 0]), HTTP_RANGE="bytes=0-9")

@@ -1,9 +1,9 @@
 """One set of JSON shapes: the live pages get the API's job, task and target, plus page extras."""
 import pytest
 
-from jobs.api.shapes import job_detail, job_summary, live_job, live_task, task_shape, with_details
 from jobs.live.protocol import Publisher, job_snapshot
 from jobs.models import Job, JobStatus, Task
+from jobs.shapes import job_detail, job_summary, live_job, live_task, task_shape, with_details
 
 from .api_helpers import make_job
 
@@ -50,7 +50,7 @@ def test_a_targets_url_is_the_one_reverse_makes(name, prefix):
 
     from django.urls import reverse, set_script_prefix
 
-    from jobs.api.shapes import target_url
+    from jobs.shapes import target_url
 
     job_id = uuid.uuid4()
     set_script_prefix(prefix)

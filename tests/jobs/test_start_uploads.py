@@ -10,10 +10,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from jobs.uploads import store as upload_store
-from jobs.models import Job, Upload
 from jobs.job.start import start_job
-from .test_api_folders import LocalRunner
+from jobs.models import Job, Upload
+from jobs.uploads import store as upload_store
+from tests.fake_ssh import FakeSSH, run_here
+
 from .test_uploads_tus import send
 
 
@@ -114,7 +115,7 @@ def test_an_upload_still_arriving_is_refused_with_what_to_do(alice, owner, templ
 
 
 @pytest.fixture
-def storage(template, tmp_path, monkeypatch, settings):
+def storage(template, tmp_path, fake_ssh, settings):
     root = tmp_path / "storage"
     (root / "empty").mkdir(parents=True)
     (root / "shoot").mkdir()
@@ -122,7 +123,7 @@ def storage(template, tmp_path, monkeypatch, settings):
         (root / "shoot" / name).write_bytes(b"x")
     template.cluster.target_roots = [str(root)]
     template.cluster.save()
-    monkeypatch.setattr("cluster.runner_for", lambda profile: LocalRunner())
+    fake_ssh(on_run=run_here)
     settings.FOLDER_CHECK_ON_START = True
     return root
 
@@ -155,13 +156,8 @@ def test_an_empty_or_mistyped_folder_is_refused_before_start(alice, storage, tem
     assert r.status_code == 302
 
 
-def test_a_cluster_that_does_not_answer_never_refuses_a_start(alice, template, jpeg_bytes, monkeypatch, settings):
-    from cluster import ClusterUnreachable
-
-    def unreachable(profile):
-        raise ClusterUnreachable("connection refused")
-
-    monkeypatch.setattr("cluster.runner_for", unreachable)
+def test_a_cluster_that_does_not_answer_never_refuses_a_start(alice, template, jpeg_bytes, fake_ssh, settings):
+    fake_ssh.unreachable("connection refused")
     settings.FOLDER_CHECK_ON_START = True
     face = send(alice, jpeg_bytes, "face.jpg", "source")
     r = alice.post(reverse("job-new"), {"template": template.pk, "consent": "on", "source_uploads": [face.id],
@@ -234,8 +230,8 @@ def test_the_manifest_tells_the_worker_whose_faces(alice, template, jpeg_bytes):
     """What the cluster receives: the reference photo beside the sources, named in the manifest."""
     import json
 
-    from jobs.job.submit import stage
     from cluster import ClusterLimits
+    from jobs.job.submit import stage
 
     face = send(alice, jpeg_bytes, "face.jpg", "source")
     target = send(alice, jpeg_bytes, "t.jpg", "target")
@@ -245,21 +241,8 @@ def test_the_manifest_tells_the_worker_whose_faces(alice, template, jpeg_bytes):
                                     "reference_uploads": [person.id]})
     job = Job.objects.get()
 
-    class Recorder:
-        def __init__(self):
-            self.files, self.written = {}, {}
-
-        def makedirs(self, path):
-            pass
-
-        def put_file(self, local, remote):
-            self.files[remote] = Path(local).read_bytes()
-
-        def put_bytes(self, data, remote):
-            self.written[remote] = data
-
-    runner = Recorder()
+    runner = FakeSSH()
     stage(runner, job, ClusterLimits())
     manifest = json.loads(runner.written[job.folder.manifest])
     assert manifest["engine"]["face_selector"] == "reference"
-    assert runner.files[manifest["engine"]["reference_face"]] == jpeg_bytes
+    assert runner.written[manifest["engine"]["reference_face"]] == jpeg_bytes

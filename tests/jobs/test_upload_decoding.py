@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageFile
 
-from jobs.uploads import on_complete as upload_checks
-
-from jobs.uploads import store as upload_store
 from jobs.models import Upload, UploadKind, UploadStatus
+from jobs.uploads import on_complete as upload_checks
+from jobs.uploads import store as upload_store
 from jobs.uploads.on_complete import check_arrived, poster_command, save_poster
 from tests.worker.badfiles import png_in_mkv, solid_png
 from worker import ffmpeg as ff

@@ -11,8 +11,8 @@ import threading
 import pytest
 from django.db import connection
 
-from jobs.uploads import store as upload_store
 from jobs.models import Upload
+from jobs.uploads import store as upload_store
 
 from .test_uploads_tus import TUS, create, patch
 

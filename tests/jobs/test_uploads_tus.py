@@ -15,8 +15,8 @@ from django.test import Client
 from django.utils import timezone
 from PIL import Image
 
-from jobs.uploads import store as upload_store
 from jobs.models import Upload, UploadPolicy
+from jobs.uploads import store as upload_store
 
 TUS = {"HTTP_TUS_RESUMABLE": "1.0.0"}
 

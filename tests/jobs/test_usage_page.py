@@ -9,8 +9,8 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.usage.accounting import last_months, month_of
 from jobs.models import Job, JobStatus, NotificationPreference, Quota, UsageRecord
+from jobs.usage.accounting import last_months, month_of
 
 
 @pytest.fixture(autouse=True)

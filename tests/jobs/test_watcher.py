@@ -4,7 +4,6 @@ The fake replaces only the one seam (`cluster.runner_for`); parsing, state mappi
 job's final state are the real code. End-to-end runs on the real cluster live in tests/e2e.
 """
 import json
-import subprocess
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -12,11 +11,11 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-import cluster
-from cluster import ClusterUnreachable, CommandResult, parse_squeue
+from cluster import parse_squeue
 from cluster.slurm.accounting import STILL_QUEUED_STATES
-from jobs.watcher import poll as watcher
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
+from jobs.watcher import poll as watcher
+from tests.fake_ssh import FakeSSH, program, run_here
 
 SAMPLES = Path(__file__).resolve().parents[1] / "cluster" / "samples" / "22.05"
 EMPTY_SQUEUE = (SAMPLES / "squeue_empty.json").read_text()
@@ -31,44 +30,39 @@ def squeue_text(json_text: str, job_ids: list[str]) -> str:
                    for t in parse_squeue(json_text, job_ids=job_ids))
 
 
-class FakeRunner:
-    """Answers run_batch([squeue, accounting query, find progress, tail...]) with canned texts.
+class CannedSlurm:
+    """Answers the watcher's run_batch([squeue, accounting query, find progress, sinfo, tail...])
+    with canned texts: a responder for tests/fake_ssh.py's FakeSSH (the `fake` fixture installs it).
 
     The watcher's `squeue` gets the tasks of the jobs it asked about in the canned `squeue --json`,
     as text; or `squeue_failure` (exit status, stderr) when set; `sinfo` names `dead_nodes`. The accounting query (`sh -c ...`)
     runs for real on this machine, with stand-in `squeue` and `sacct` programs: `squeue` lists the
     tasks the canned queue shows queued or running, `sacct` prints the canned texts. `accounted`
-    records the jobs each cycle asked sacct about.
+    records the jobs each cycle asked sacct about. A fetched file holds `output`.
     """
 
     def __init__(self, sacct="", codes="", progress="", squeue=EMPTY_SQUEUE, log_tail="",
-                 squeue_failure=None, dead_nodes=""):
+                 squeue_failure=None, dead_nodes="", output=b"\xff\xd8 swapped"):
         self.answers = {"squeue": squeue, "sacct": sacct, "codes": codes, "find": progress, "sinfo": dead_nodes}
         self.log_tail = log_tail
         self.squeue_failure = squeue_failure
-        self.batches = []
-        self.fetched = []
+        self.output = output
         self.accounted = []
 
-    def run_batch(self, argvs, timeout=60):
-        self.batches.append(argvs)
-        out = []
-        for argv in argvs:
-            if argv[0] == "sh":
-                out.append(self._accounting(argv))
-            elif "squeue" in argv[:3]:  # env TZ=UTC squeue ...
-                out.append(self._queue(argv))
-            else:
-                text = self.log_tail if argv[0] == "tail" else self.answers[argv[0]]
-                out.append(CommandResult(argv=argv, rc=0, stdout=text, stderr=""))
-        return out
+    def __call__(self, argv):
+        name = program(argv)  # `env TZ=UTC squeue ...` runs squeue
+        if name == "sh":
+            return self._accounting(argv)
+        if name == "squeue":
+            return self._queue(argv)
+        return self.log_tail if name == "tail" else self.answers[name]
 
     def _queue(self, argv):
         if self.squeue_failure:
             rc, stderr = self.squeue_failure
-            return CommandResult(argv=argv, rc=rc, stdout="", stderr=stderr)
+            return rc, "", stderr
         ids = next(a for a in argv if a.startswith("--jobs=")).split("=", 1)[1].split(",")
-        return CommandResult(argv=argv, rc=0, stdout=squeue_text(self.answers["squeue"], ids), stderr="")
+        return squeue_text(self.answers["squeue"], ids)
 
     def _accounting(self, argv):
         with tempfile.TemporaryDirectory() as tmp:
@@ -84,19 +78,11 @@ class FakeRunner:
             for name, body in programs.items():
                 (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
                 (bin_dir / name).chmod(0o755)
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                                  env={"PATH": f"{tmp}:/usr/bin:/bin"})
+            done = run_here(argv, env={"PATH": f"{tmp}:/usr/bin:/bin"}, timeout=30)
             asked = (bin_dir / "asked").read_text().split() if (bin_dir / "asked").exists() else []
         jobs = sorted({a.split("=", 1)[1] for a in asked if a.startswith("--jobs=")})
         self.accounted.append(",".join(jobs))
-        return CommandResult(argv=argv, rc=done.returncode, stdout=done.stdout, stderr=done.stderr)
-
-    def run(self, argv, stdin=None, timeout=60, check=False):
-        raise AssertionError(f"the watcher makes ONE exec per cycle (run_batch), not run({argv})")
-
-    def get_file(self, remote, local):
-        self.fetched.append(remote)
-        Path(local).write_bytes(b"\xff\xd8 swapped")
+        return done
 
 
 def make_job(owner, template, slurm_id, tasks, targets_per_task=1, **fields):
@@ -131,21 +117,26 @@ def settle(profile, cycles: int = 3) -> None:
         watcher.poll_profile(profile)
 
 
+#: what a `run` gets from the watcher's fake cluster: a cycle is one round trip
+ONE_EXEC = AssertionError("the watcher makes ONE exec per cycle (run_batch), not run()")
+
+
 @pytest.fixture
-def fake(monkeypatch, inline_rq):
-    """Install a FakeRunner as the one SSH seam; RQ tasks (output fetches) run inline. The watcher
-    starts as a new process would: the every-job accounting is due at once."""
+def fake(fake_ssh, monkeypatch, inline_rq):
+    """`fake(slurm)`: install a FakeSSH answering each cycle's batch with `slurm` (a CannedSlurm)
+    as the one SSH seam and return it; RQ tasks (output fetches) run inline. The watcher starts as
+    a new process would: the every-job accounting is due at once."""
     monkeypatch.setattr(watcher, "_last_full_accounting", {})
 
-    def install(runner):
-        monkeypatch.setattr(cluster, "runner_for", lambda profile: runner)
-        return runner
+    def install(slurm: CannedSlurm) -> FakeSSH:
+        return fake_ssh(on_run=ONE_EXEC, on_batch=slurm, serve=slurm.output)
 
     return install
 
 
 def test_it_polls_every_active_job_in_one_round_trip(fake, owner, template):
-    runner = fake(FakeRunner())
+    slurm = CannedSlurm()
+    runner = fake(slurm)
     for sid in ("101", "102", "103"):
         make_job(owner, template, sid, tasks=1)
     watcher.poll_profile(template.cluster)
@@ -153,7 +144,7 @@ def test_it_polls_every_active_job_in_one_round_trip(fake, owner, template):
     squeue, accounting, find, sinfo = runner.batches[0]
     assert squeue[:3] == ["env", "TZ=UTC", "squeue"] and accounting[0] == "sh" and find[0] == "find"
     assert sinfo[:4] == ["sinfo", "--noheader", "--Node", "--states=down,fail,no_respond"]
-    assert runner.accounted == ["101,102,103"]
+    assert slurm.accounted == ["101,102,103"]
 
 
 @pytest.mark.parametrize("language, words, reason", [
@@ -168,8 +159,8 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template, la
     progress += record(job, 2, [{**done(2), "status": "failed", "faces_swapped": 0,
                                  "message": "2.jpg is truncated or corrupt (broken data stream)",
                                  "code": "damaged", "params": {"name": "2.jpg"}}])
-    runner = fake(FakeRunner(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
-                             codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
+    runner = fake(CannedSlurm(sacct=(SAMPLES / "sacct_array_mixed.json").read_text(),
+                              codes=(SAMPLES / "sacct_array_mixed.txt").read_text(), progress=progress))
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING and job.tasks.get(index=2).state == "RUNNING"  # its log is read next
@@ -195,8 +186,8 @@ def test_it_reads_a_memory_kill_as_out_of_memory_not_failed(fake, owner, templat
     template.max_mem = template.mem  # at its ceiling: not retried automatically (tests/jobs/test_retry.py)
     template.save()
     job = make_job(owner, template, "37", tasks=1)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_memkill.json").read_text(),
-                    log_tail=(SAMPLES / "memkill_output.txt").read_text()))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_memkill.json").read_text(),
+                     log_tail=(SAMPLES / "memkill_output.txt").read_text()))
     settle(template.cluster)
     job.refresh_from_db()
     task = job.tasks.get()
@@ -208,7 +199,7 @@ def test_it_reads_a_memory_kill_as_out_of_memory_not_failed(fake, owner, templat
 
 def test_it_explains_a_timeout_in_plain_words(fake, owner, template):
     job = make_job(owner, template, "32", tasks=1)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_timeout.json").read_text()))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.tasks.get().state == "TIMEOUT"
@@ -217,7 +208,7 @@ def test_it_explains_a_timeout_in_plain_words(fake, owner, template):
 
 def test_it_ends_cancelled_and_keeps_what_was_done(fake, owner, template):
     job = make_job(owner, template, "29", tasks=4, cancel_requested=True)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_cancelled.json").read_text(), progress=record(job, 0, [done(0)])))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_cancelled.json").read_text(), progress=record(job, 0, [done(0)])))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED and job.done == 1
@@ -226,7 +217,7 @@ def test_it_ends_cancelled_and_keeps_what_was_done(fake, owner, template):
 
 def test_a_job_gone_from_squeue_is_not_assumed_done(fake, owner, template):
     job = make_job(owner, template, "4242", tasks=1)
-    fake(FakeRunner(sacct=json.dumps({"meta": {}, "errors": [], "jobs": []})))
+    fake(CannedSlurm(sacct=json.dumps({"meta": {}, "errors": [], "jobs": []})))
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING  # recently submitted: accounting may lag, wait
@@ -241,8 +232,8 @@ def test_a_job_squeue_no_longer_knows_is_not_in_the_queue(fake, owner, template)
     # answer: with sacct not knowing the job either, long after submission, the job is lost.
     job = make_job(owner, template, "4242", tasks=1)
     Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(minutes=30))
-    fake(FakeRunner(sacct=json.dumps({"meta": {}, "errors": [], "jobs": []}),
-                    squeue_failure=(1, (SAMPLES / "squeue_tasks_unknown_job.stderr").read_text())))
+    fake(CannedSlurm(sacct=json.dumps({"meta": {}, "errors": [], "jobs": []}),
+                     squeue_failure=(1, (SAMPLES / "squeue_tasks_unknown_job.stderr").read_text())))
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.LOST
@@ -251,21 +242,17 @@ def test_a_job_squeue_no_longer_knows_is_not_in_the_queue(fake, owner, template)
 def test_a_job_is_never_lost_while_slurmctld_does_not_answer(fake, owner, template):
     job = make_job(owner, template, "4242", tasks=1)
     Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(minutes=30))
-    fake(FakeRunner(sacct=json.dumps({"meta": {}, "errors": [], "jobs": []}),
-                    squeue_failure=(1, "slurm_load_jobs error: Unable to contact slurm controller "
-                                       "(connect failure)\n")))
+    fake(CannedSlurm(sacct=json.dumps({"meta": {}, "errors": [], "jobs": []}),
+                     squeue_failure=(1, "slurm_load_jobs error: Unable to contact slurm controller "
+                                        "(connect failure)\n")))
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING and not job.error
 
 
-def test_it_records_an_unreachable_cluster_and_changes_no_job(monkeypatch, owner, template):
+def test_it_records_an_unreachable_cluster_and_changes_no_job(fake_ssh, owner, template):
     job = make_job(owner, template, "33", tasks=1)
-
-    def refuse(profile):
-        raise ClusterUnreachable("cannot reach the cluster at 127.0.0.1:2222: connection refused")
-
-    monkeypatch.setattr(cluster, "runner_for", refuse)
+    fake_ssh.unreachable("cannot reach the cluster at 127.0.0.1:2222: connection refused")
     result = watcher.poll_profile(template.cluster)
     assert "connection refused" in result.error
     profile = ClusterProfile.objects.get(pk=template.cluster.pk)
@@ -278,12 +265,13 @@ def test_it_records_an_unreachable_cluster_and_changes_no_job(monkeypatch, owner
 
 def test_while_every_task_is_queued_the_watcher_follows_the_queue_without_sacct(fake, owner, template):
     job = make_job(owner, template, "29", tasks=4)
-    runner = fake(FakeRunner(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
-                             sacct=(SAMPLES / "sacct_array_running.json").read_text()))
+    slurm = CannedSlurm(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
+                        sacct=(SAMPLES / "sacct_array_running.json").read_text())
+    runner = fake(slurm)
     watcher.poll_profile(template.cluster)  # a freshly started watcher asks sacct about every job
     Task.objects.filter(job=job).update(state="PENDING", reason="")
     result = watcher.poll_profile(template.cluster)
-    assert runner.accounted == ["29", ""] and result.accounted == 0
+    assert slurm.accounted == ["29", ""] and result.accounted == 0
     assert len(runner.batches) == 2  # still one exec per cycle
     states = dict(job.tasks.values_list("index", "state"))
     assert states == {0: "RUNNING", 1: "RUNNING", 2: "PENDING", 3: "PENDING"}
@@ -292,15 +280,16 @@ def test_while_every_task_is_queued_the_watcher_follows_the_queue_without_sacct(
 
 def test_a_task_that_left_the_queue_is_read_from_sacct_in_the_same_cycle(fake, owner, template):
     job = make_job(owner, template, "29", tasks=4, cancel_requested=True)
-    runner = fake(FakeRunner(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
-                             sacct=(SAMPLES / "sacct_array_running.json").read_text()))
+    slurm = CannedSlurm(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
+                        sacct=(SAMPLES / "sacct_array_running.json").read_text())
+    runner = fake(slurm)
     settle(template.cluster, cycles=2)
-    assert runner.accounted[-1] == ""
-    runner.answers.update(squeue=(SAMPLES / "squeue_finished.json").read_text(),
+    assert slurm.accounted[-1] == ""
+    slurm.answers.update(squeue=(SAMPLES / "squeue_finished.json").read_text(),
                           sacct=(SAMPLES / "sacct_cancelled.json").read_text(),
                           codes=(SAMPLES / "sacct_cancelled.txt").read_text())
     watcher.poll_profile(template.cluster)
-    assert runner.accounted[-1] == "29" and len(runner.batches) == 3
+    assert slurm.accounted[-1] == "29" and len(runner.batches) == 3
     assert set(job.tasks.values_list("state", flat=True)) == {"CANCELLED"}
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED
@@ -308,10 +297,11 @@ def test_a_task_that_left_the_queue_is_read_from_sacct_in_the_same_cycle(fake, o
 
 def test_on_the_slower_beat_sacct_is_asked_about_every_job(fake, owner, template, monkeypatch):
     make_job(owner, template, "29", tasks=4)
-    runner = fake(FakeRunner(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
-                             sacct=(SAMPLES / "sacct_array_running.json").read_text()))
+    slurm = CannedSlurm(squeue=(SAMPLES / "squeue_array_running.json").read_text(),
+                        sacct=(SAMPLES / "sacct_array_running.json").read_text())
+    runner = fake(slurm)
     settle(template.cluster, cycles=2)
-    assert runner.accounted == ["29", ""]
+    assert slurm.accounted == ["29", ""]
     monkeypatch.setattr(watcher, "ACCOUNTING_EVERY", 0.0)  # the beat is due (a task requeued after its end shows only there)
     watcher.poll_profile(template.cluster)
-    assert runner.accounted[-1] == "29" and len(runner.batches) == 3
+    assert slurm.accounted[-1] == "29" and len(runner.batches) == 3

@@ -8,7 +8,8 @@ as index 0, it turned task 0, COMPLETED in attempt 1, back to PENDING, and the j
 "running" for good, Cancel too.
 """
 import json
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.utils import timezone
@@ -18,13 +19,13 @@ from jobs.models import JobAttempt, JobStatus, Target, TargetStatus
 from jobs.watcher import poll as watcher
 from jobs.watcher.decide import JobRow, TaskChange, TaskRow
 from jobs.watcher.reconcile import CANCEL_SETTLE, STALE_MARGIN, AttemptRow, reconcile, stale
-from tests.jobs.test_watcher import SAMPLES, FakeRunner, done, fake, make_job, record, settle  # noqa: F401 (fake: a fixture)
+from tests.jobs.test_watcher import SAMPLES, CannedSlurm, done, fake, make_job, record, settle  # noqa: F401 (fake: a fixture)
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=dt_timezone.utc)
 
 
 def squeue_json(job_id: int, index: int, state: str) -> str:
-    """A `squeue --json` holding one task (what the FakeRunner turns into squeue's text)."""
+    """A `squeue --json` holding one task (what CannedSlurm turns into squeue's text)."""
     return json.dumps({"jobs": [{"job_id": job_id, "array_job_id": job_id, "array_task_id": index,
                                  "job_state": state, "state_reason": "None", "nodes": "vm" if state == "RUNNING" else "",
                                  "name": "ffp", "start_time": 0, "end_time": 0}]})
@@ -45,8 +46,8 @@ def retried(owner, template, slurm_id="6"):
 
 def test_a_retry_of_one_chunk_never_turns_a_task_of_an_earlier_attempt_back(fake, owner, template):
     job = retried(owner, template)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_single_task_array_running.json").read_text(),
-                    squeue=squeue_json(6, 1, "RUNNING")))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_single_task_array_running.json").read_text(),
+                     squeue=squeue_json(6, 1, "RUNNING")))
     watcher.poll_profile(template.cluster)  # a new watcher: the every-job accounting runs at once
     task0, task1 = job.tasks.order_by("index")
     assert (task0.state, task0.attempt, task0.node) == ("COMPLETED", 1, "vm")
@@ -55,8 +56,8 @@ def test_a_retry_of_one_chunk_never_turns_a_task_of_an_earlier_attempt_back(fake
 
 def test_the_retried_job_ends_once_its_one_task_ends(fake, owner, template):
     job = retried(owner, template)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_single_task_array_ended.json").read_text(),
-                    progress=record(job, 1, [done(1)])))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_single_task_array_ended.json").read_text(),
+                     progress=record(job, 1, [done(1)])))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.COMPLETED, (job.error, list(job.tasks.values_list("index", "state", "attempt")))
@@ -84,10 +85,11 @@ def both_attempts() -> str:
 
 def test_a_job_stuck_longer_than_its_time_limit_is_reconciled_with_every_attempt_and_ends(fake, owner, template):
     job = stuck(owner, template)
-    runner = fake(FakeRunner(sacct=both_attempts()))
+    slurm = CannedSlurm(sacct=both_attempts())
+    fake(slurm)
     settle(template.cluster)
     job.refresh_from_db()
-    assert "33" in runner.accounted[0].split(",")  # the earlier attempt's Slurm job was asked about
+    assert "33" in slurm.accounted[0].split(",")  # the earlier attempt's Slurm job was asked about
     assert job.status == JobStatus.COMPLETED, (job.error, list(job.tasks.values_list("index", "state", "attempt")))
     assert list(job.tasks.values_list("state", "attempt")) == [("COMPLETED", 1), ("COMPLETED", 2)]
 
@@ -95,10 +97,11 @@ def test_a_job_stuck_longer_than_its_time_limit_is_reconciled_with_every_attempt
 def test_a_job_that_changed_recently_is_not_reconciled(fake, owner, template):
     job = stuck(owner, template)
     type(job).objects.filter(pk=job.pk).update(changed_at=timezone.now())
-    runner = fake(FakeRunner(sacct=both_attempts()))
+    slurm = CannedSlurm(sacct=both_attempts())
+    fake(slurm)
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
-    assert "33" not in runner.accounted[0].split(",")
+    assert "33" not in slurm.accounted[0].split(",")
     assert job.tasks.get(index=0).state == "PENDING" and job.status == JobStatus.RUNNING
 
 
@@ -106,7 +109,7 @@ def test_cancel_of_a_stuck_job_ends_it_even_when_slurm_forgot_the_earlier_attemp
     # sacct no longer has attempt 1 (purged): the end the portal recorded when attempt 2 started
     # answers for task 0; the job ends cancelled, its photos kept.
     job = stuck(owner, template, cancel_requested=True)
-    fake(FakeRunner(sacct=(SAMPLES / "sacct_single_task_array_ended.json").read_text()))
+    fake(CannedSlurm(sacct=(SAMPLES / "sacct_single_task_array_ended.json").read_text()))
     settle(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED, (job.error, list(job.tasks.values_list("index", "state")))

@@ -11,8 +11,19 @@ import pytest
 
 from cluster import parse_sacct, parse_squeue
 from jobs.watcher.decide import (
-    KILL_LINE_WAIT, LOST_AFTER, EndAttempt, FetchOutputs, JobMove, JobRow, SlurmAnswer, TargetChange, TargetRow,
-    TaskChange, TaskRow, decide, expected_in_queue,
+    KILL_LINE_WAIT,
+    LOST_AFTER,
+    EndAttempt,
+    FetchOutputs,
+    JobMove,
+    JobRow,
+    SlurmAnswer,
+    TargetChange,
+    TargetRow,
+    TaskChange,
+    TaskRow,
+    decide,
+    expected_in_queue,
 )
 from worker.progress import TaskProgress
 

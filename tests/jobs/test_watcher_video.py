@@ -3,10 +3,11 @@ the live page; a fetched video gets a poster where a photo gets its thumbnail.""
 import json
 from pathlib import Path
 
-from jobs.api.shapes import live_target
 from jobs.models import Target
+from jobs.shapes import live_target
 from jobs.watcher import poll as watcher
-from tests.jobs.test_watcher import SAMPLES, FakeRunner, fake, make_job, record  # noqa: F401 - fixture
+from tests.fake_ssh import FakeSSH
+from tests.jobs.test_watcher import SAMPLES, CannedSlurm, fake, make_job, record  # noqa: F401 - fixture
 
 RUNNING = {"squeue": (SAMPLES / "squeue_array_running.json").read_text(),
            "sacct": (SAMPLES / "sacct_array_running.json").read_text()}
@@ -31,7 +32,7 @@ def running_record(job, rec):
 
 def test_a_running_videos_frames_reach_its_target_and_the_live_page(fake, owner, template):
     job = video_job(owner, template)
-    fake(FakeRunner(progress=running_record(job, video(0)), **RUNNING))
+    fake(CannedSlurm(progress=running_record(job, video(0)), **RUNNING))
     watcher.poll_profile(template.cluster)
     target = job.targets.get(index=0)
     assert (target.status, target.frames_done, target.frames_total, target.seconds) == ("running", 1200, 1800, 80.0)
@@ -41,16 +42,17 @@ def test_a_running_videos_frames_reach_its_target_and_the_live_page(fake, owner,
 
 def test_frames_move_on_from_cycle_to_cycle(fake, owner, template):
     job = video_job(owner, template)
-    runner = fake(FakeRunner(progress=running_record(job, video(0, frames_done=25, seconds=2.0)), **RUNNING))
+    slurm = CannedSlurm(progress=running_record(job, video(0, frames_done=25, seconds=2.0)), **RUNNING)
+    fake(slurm)
     watcher.poll_profile(template.cluster)
-    runner.answers["find"] = running_record(job, video(0, frames_done=900, seconds=60.0))
+    slurm.answers["find"] = running_record(job, video(0, frames_done=900, seconds=60.0))
     watcher.poll_profile(template.cluster)
     assert job.targets.get(index=0).frames_done == 900
 
 
 def test_an_odd_frame_count_in_a_record_never_stops_the_watcher(fake, owner, template):
     job = video_job(owner, template)
-    fake(FakeRunner(progress=running_record(job, video(0, frames_done=-3, frames_total="many")), **RUNNING))
+    fake(CannedSlurm(progress=running_record(job, video(0, frames_done=-3, frames_total="many")), **RUNNING))
     watcher.poll_profile(template.cluster)
     target = job.targets.get(index=0)
     assert (target.frames_done, target.frames_total, target.seconds_left) == (None, None, None)
@@ -59,7 +61,7 @@ def test_an_odd_frame_count_in_a_record_never_stops_the_watcher(fake, owner, tem
 def test_a_photo_has_no_frames(fake, owner, template):
     job = make_job(owner, template, "29", tasks=4)
     photo = {**video(1), "target": "/in/1.jpg", "output": "1.jpg", "frames_done": None, "frames_total": None}
-    fake(FakeRunner(progress=running_record(job, photo), **RUNNING))
+    fake(CannedSlurm(progress=running_record(job, photo), **RUNNING))
     watcher.poll_profile(template.cluster)
     assert (job.targets.get(index=1).frames_done, job.targets.get(index=1).frames_total) == (None, None)
     assert live_target(job.targets.get(index=1))["frames"] is None
@@ -86,13 +88,9 @@ def test_a_fetched_video_gets_a_poster_where_a_photo_gets_its_thumbnail(owner, t
     subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=2",
                     "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", str(clip)], check=True)
 
-    class Runner:
-        def get_file(self, remote, local):
-            Path(local).write_bytes(clip.read_bytes())
-
     job = video_job(owner, template)
     target = job.targets.get(index=0)
-    fetch_output(Runner(), job, job.folder, target)
+    fetch_output(FakeSSH(serve=clip.read_bytes()), job, job.folder, target)
     target.refresh_from_db()
     assert target.output_file and target.thumbnail_file
     with Image.open(target.thumbnail_file) as poster:
@@ -103,24 +101,21 @@ def test_a_fetched_video_gets_a_poster_where_a_photo_gets_its_thumbnail(owner, t
 
 # ---- a running video's poster ----
 
-class PosterRunner(FakeRunner):
-    """Serves a real small JPEG for any file fetched (the worker's poster)."""
+def poster_jpeg() -> bytes:
+    """A real small JPEG: what the cluster serves for any file fetched (the worker's poster)."""
+    import io
 
-    def get_file(self, remote, local):
-        import io
+    from PIL import Image
 
-        from PIL import Image
-
-        self.fetched.append(remote)
-        buf = io.BytesIO()
-        Image.new("RGB", (320, 180), (200, 30, 30)).save(buf, "JPEG")
-        Path(local).write_bytes(buf.getvalue())
+    buf = io.BytesIO()
+    Image.new("RGB", (320, 180), (200, 30, 30)).save(buf, "JPEG")
+    return buf.getvalue()
 
 
 def test_a_running_videos_poster_is_fetched_once_and_shown_before_it_ends(fake, owner, template, settings, tmp_path):
     settings.MEDIA_ROOT = str(tmp_path / "media")
     job = video_job(owner, template)
-    runner = fake(PosterRunner(progress=running_record(job, video(0, poster=True)), **RUNNING))
+    runner = fake(CannedSlurm(progress=running_record(job, video(0, poster=True)), output=poster_jpeg(), **RUNNING))
     watcher.poll_profile(template.cluster)  # asks; the RQ job runs inline (the `fake` fixture)
     target = job.targets.get(index=0)
     assert target.status == "running" and target.thumbnail_file
@@ -134,7 +129,7 @@ def test_a_running_videos_poster_is_fetched_once_and_shown_before_it_ends(fake, 
 
 def test_no_poster_is_asked_for_before_the_worker_wrote_one(fake, owner, template):
     job = video_job(owner, template)
-    runner = fake(PosterRunner(progress=running_record(job, video(0)), **RUNNING))
+    runner = fake(CannedSlurm(progress=running_record(job, video(0)), output=poster_jpeg(), **RUNNING))
     watcher.poll_profile(template.cluster)
     assert runner.fetched == [] and not job.targets.get(index=0).thumbnail_file
 

@@ -115,14 +115,14 @@ def test_a_public_name_that_resolves_to_a_private_address_is_refused(monkeypatch
     problem = check_callback_url("https://hooks.example.com/ffp")
     assert problem and "10.0.0.5" in problem
     with pytest.raises(guard.Refused) as refused:
-        guard.target_of("https://hooks.example.com/ffp")
+        guard.checked_callback("https://hooks.example.com/ffp")
     assert not refused.value.retry
 
 
-def test_a_checked_target_connects_to_the_address_it_checked(monkeypatch):
+def test_a_checked_callback_connects_to_the_address_it_checked(monkeypatch):
     play_dns(monkeypatch, {"hooks.example.com": ["93.184.216.34"]})
-    target = guard.target_of("https://hooks.example.com:8443/in/ffp?x=1")
-    assert target == guard.Target("https", "hooks.example.com", 8443, "/in/ffp?x=1", "93.184.216.34")
+    callback = guard.checked_callback("https://hooks.example.com:8443/in/ffp?x=1")
+    assert callback == guard.CheckedCallback("https", "hooks.example.com", 8443, "/in/ffp?x=1", "93.184.216.34")
 
 
 @pytest.mark.parametrize("url", ["ftp://example.org/x", "file:///etc/passwd", "gopher://x/", "http://u:p@example.org/"])
@@ -136,7 +136,7 @@ def test_a_name_that_does_not_resolve_now_is_accepted_at_creation_but_retried_at
     monkeypatch.setattr(guard, "resolve", fail)
     assert check_callback_url("https://later.example.net/hook") is None
     with pytest.raises(guard.Refused) as refused:
-        guard.target_of("https://later.example.net/hook")
+        guard.checked_callback("https://later.example.net/hook")
     assert refused.value.retry
 
 

@@ -33,7 +33,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 receiver.calls.append({"headers": dict(self.headers), "body": body, "path": self.path})
                 status, headers, delay = receiver.answers[min(len(receiver.calls), len(receiver.answers)) - 1]
-                time.sleep(delay)
+                time.sleep(delay)  # a slow receiver is the behaviour under test (the sender's timeout)
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)

@@ -62,12 +62,16 @@ def test_forwarded_headers_are_believed_only_from_the_named_proxies(settings):
     assert config.proxy_headers is True and config.forwarded_allow_ips == ["127.0.0.1", "10.0.0.0/24"]
 
 
-def test_a_trusted_proxy_that_is_not_an_address_stops_the_start_with_what_to_write():
+def test_a_trusted_proxy_that_is_not_an_address_stops_the_start_with_what_to_write(monkeypatch):
     from django.core.exceptions import ImproperlyConfigured
 
-    from portal.settings import _trusted_proxies
+    from portal.env import envnetworks
 
-    assert _trusted_proxies(" 127.0.0.1, ::1 ,10.0.0.0/24,") == ["127.0.0.1", "::1", "10.0.0.0/24"]
-    assert _trusted_proxies("") == []
-    with pytest.raises(ImproperlyConfigured, match="nginx.example.org.*not an IP address"):
-        _trusted_proxies("127.0.0.1,nginx.example.org")
+    def trusted_proxies(value: str) -> list[str]:  # what settings.TRUSTED_PROXIES reads
+        monkeypatch.setenv("FFP_TRUSTED_PROXIES", value)
+        return envnetworks("FFP_TRUSTED_PROXIES", "127.0.0.1 or 10.0.0.0/24")
+
+    assert trusted_proxies(" 127.0.0.1, ::1 ,10.0.0.0/24,") == ["127.0.0.1", "::1", "10.0.0.0/24"]
+    assert trusted_proxies("") == []
+    with pytest.raises(ImproperlyConfigured, match="FFP_TRUSTED_PROXIES holds 'nginx.example.org'.*not an IP address"):
+        trusted_proxies("127.0.0.1,nginx.example.org")

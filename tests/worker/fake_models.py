@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from worker.models import ModelSpec
+from worker.weights import ModelSpec
 
 OPSET = 17
 #: IR 8 keeps the files loadable by older onnxruntime(-gpu) builds too (the CUDA 12 line).

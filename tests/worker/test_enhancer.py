@@ -19,7 +19,7 @@ from tests.worker.fake_models import IR_VERSION, OPSET
 from worker.engines import enhancer as enh
 from worker.engines.insightface_engine import CPU, InsightFaceEngine, swap_mask
 from worker.errors import ModelError
-from worker.models import ENHANCER_MODEL
+from worker.weights import ENHANCER_MODEL
 
 BRIGHTEN = 0.5  # in the model's [-1, 1] scale: +64 grey levels before the blend
 
@@ -130,7 +130,7 @@ def test_an_installed_enhancer_brightens_the_swapped_face_and_nothing_else(fake_
     assert outside.mean() > 0.5  # (most of the photo: that check had something to look at)
     # The job records the enhancer among the model files its tasks used (name and SHA-256).
     from worker.modelset import engine_models
-    from worker.models import load_registry
+    from worker.weights import load_registry
 
     used = {m["name"]: m["sha256"] for m in engine_models(engine, load_registry(registry))}
     assert used["face_enhancer.onnx"] == hashlib.sha256((models / "face_enhancer.onnx").read_bytes()).hexdigest()

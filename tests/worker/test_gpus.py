@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,10 +27,15 @@ def test_it_counts_the_gpus_slurm_gave_the_task(value, gpus):
 
 
 def test_each_item_runs_once_and_every_worker_takes_some():
-    seen, lock = [], threading.Lock()
+    seen, started, lock = [], set(), threading.Lock()
+    both_started = threading.Barrier(2, timeout=30)  # broken (and raised here) if one never gets an item
 
     def work(item, worker):
-        time.sleep(0.02)
+        with lock:
+            first = worker not in started
+            started.add(worker)
+        if first:  # neither worker can take every item before the other one starts
+            both_started.wait()
         with lock:
             seen.append((item, worker))
 
@@ -41,41 +45,45 @@ def test_each_item_runs_once_and_every_worker_takes_some():
 
 
 def test_an_error_stops_handing_out_items_and_is_raised():
-    done = []
+    done, stop = [], threading.Event()
 
     def work(item, worker):
         if item == 3:
             raise RuntimeError("engine crashed")
-        time.sleep(0.01)
+        if item == 4:  # the item handed out after the failing one ends once the error set `stop`
+            stop.wait(30)
         done.append(item)
 
     with pytest.raises(RuntimeError, match="engine crashed"):
-        run_on_each(range(100), ["a", "b"], work, threading.Event())
+        run_on_each(range(100), ["a", "b"], work, stop)
     assert len(done) < 20
 
 
 class Swapper:
-    """Inverts the picture; says which GPU did it and keeps the photos a little busy."""
+    """Inverts the picture; says which GPU did it. Its first swap waits for the other GPU's first
+    (`both_started`): each pipeline surely gets photos, however fast the other one is."""
 
     options = EngineOptions(name="insightface")
 
-    def __init__(self, gpu):
+    def __init__(self, gpu, both_started: threading.Barrier):
         self.gpu = gpu
         self.threads = set()
+        self._both_started = both_started
 
     def swap_frame(self, image):
+        if not self.threads:
+            self._both_started.wait()
         self.threads.add(threading.current_thread().name)
-        time.sleep(0.05)
         return 255 - image, 1, 1
 
 
 def two_gpu_task(tmp_path, monkeypatch, n=8):
-    swappers = {}
+    swappers, both_started = {}, threading.Barrier(2, timeout=30)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,7")
     monkeypatch.setattr(runner, "load_engine",
                         lambda *a, gpu=None, **k: SimpleNamespace(name="insightface", device="CUDA", gpu=gpu or 0))
     monkeypatch.setattr(runner, "build_swapper",
-                        lambda engine, *a, **k: swappers.setdefault(engine.gpu, Swapper(engine.gpu)))
+                        lambda engine, *a, **k: swappers.setdefault(engine.gpu, Swapper(engine.gpu, both_started)))
     job = tmp_path / "job"
     (job / "in").mkdir(parents=True)
     targets = []
@@ -107,6 +115,8 @@ def test_a_stopped_task_with_two_gpus_leaves_truthful_records(tmp_path, monkeypa
     def process_target(swapper, path, out, **kw):
         if kw["name"] == "5.png":
             raise Terminated()  # what SIGTERM, or the cancel flag in a GPU's thread, raises mid-target
+        if kw["name"] == "6.png":  # handed out while 5.png ran: it ends once the stop is set
+            kw["cancel"].wait(30)
         return real(swapper, path, out, **kw)
 
     monkeypatch.setattr(runner, "process_target", process_target)

@@ -26,10 +26,10 @@ from worker.engines.classic import ClassicEngine
 from worker.engines.insightface_engine import CPU, InsightFaceEngine
 from worker.errors import ModelError
 from worker.manifest import EngineOptions
-from worker.models import POSE_MODEL
 from worker.modelset import engine_models
 from worker.pose import yaw_degrees
 from worker.process import PROFILE_LEFT, Swapper, process_target
+from worker.weights import POSE_MODEL
 
 #: t1.jpg's people, left to right (as tests/worker/test_pose.py names them)
 PEOPLE = ("Rachel", "Monica", "Ross", "Chandler", "Joey", "Phoebe")

@@ -15,7 +15,7 @@ import pytest
 from tests.worker import photos, real_models
 from worker.engines.insightface_engine import CPU, InsightFaceEngine
 from worker.errors import ModelError, SourceError
-from worker.models import verify_models
+from worker.weights import verify_models
 
 # insightface's alignment calls scikit-image's deprecated `estimate` (the engine hides it the same way)
 pytestmark = pytest.mark.filterwarnings("ignore:.*estimate.* is deprecated:FutureWarning")

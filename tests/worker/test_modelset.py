@@ -12,10 +12,10 @@ from tests.worker import photos
 from tests.worker.fake_models import _save, build_fake_models, swapper_graph
 from worker.manifest import EngineOptions, Manifest, Target
 from worker.modelset import ModelPin, PinnedFile, pinned_registry
-from worker.models import DEFAULT_REGISTRY
 from worker.progress import read_progress_dir
 from worker.provenance import read_label
 from worker.runner import EXIT_OK, EXIT_TASK_FAILED, TaskConfig, run_task
+from worker.weights import DEFAULT_REGISTRY
 
 
 def pin_of(name: str, folder, registry) -> ModelPin:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.waiting import settled, wait_until
 from worker import ffmpeg as ff
 from worker import hwcodec
 from worker.errors import TargetError
@@ -69,6 +70,12 @@ class Sink:
         self._r.close()
 
 
+def _drained(sink: Sink, n: int) -> list[int]:
+    """The frames `sink` got, once it has `n` of them (its thread reads them on its own schedule)."""
+    wait_until(lambda: len(sink.frames) >= n)
+    return sink.frames
+
+
 def test_frames_come_out_in_order_changed_by_the_caller():
     src, sink = Source(30), Sink()
     pipe = FramePipe(src.reader, sink.writer, SHAPE)
@@ -78,10 +85,7 @@ def test_frames_come_out_in_order_changed_by_the_caller():
         pipe.finish()
     finally:
         pipe.close()
-    deadline = time.monotonic() + 30
-    while len(sink.frames) < 30 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert sink.frames == [i + 1 for i in range(30)]
+    assert _drained(sink, 30) == [i + 1 for i in range(30)]
     assert pipe.times.frames == 30
 
 
@@ -100,10 +104,16 @@ def test_a_stalled_encoder_holds_back_the_decoder_memory_stays_at_a_few_frames()
 
     t = threading.Thread(target=work, daemon=True)
     t.start()
-    time.sleep(1.0)
+    # Wait for the stall itself: frames flow until every stage is blocked, then the counts stop.
+    written, took = settled(lambda: (src.written, len(taken)))
+    assert t.is_alive()  # the caller is blocked in put(), not gone
+    # The caller holds one frame and the writer one, with the encoder's queue full between them;
+    # the reader holds one, with the decoder's queue full before the caller: at least that went by.
+    assert took >= pipe.depth + 2, took
+    assert written >= took + pipe.depth + 1, (written, took)
     # queues of 2, one frame in each thread's hands, ~1 in each pipe's buffer: nowhere near 200
-    assert src.written <= 12, src.written
-    assert len(taken) <= 8, len(taken)
+    assert written <= 12, written
+    assert took <= 8, took
     sink.close_reading_end()  # the encoder "dies": the writer's write fails, the caller hears of it
     t.join(30)
     assert not t.is_alive()
@@ -137,7 +147,9 @@ def test_stage_times_show_where_the_time_went():
     try:
         for frame in pipe.frames():
             t = time.perf_counter()
-            time.sleep(0.02)  # the "face work"
+            # The "face work" takes real time: the times under test are measured, and the wall time
+            # must cover it; nothing to wait for instead.
+            time.sleep(0.02)
             pipe.add_work(time.perf_counter() - t, 0.01)
             pipe.put(frame)
         pipe.finish()
@@ -233,7 +245,9 @@ def test_a_cancelled_video_stops_at_its_next_frame(clip, tmp_path):
 
     cancel = threading.Event()
 
-    def work(frame, n=[]):
+    n = []
+
+    def work(frame):
         n.append(1)
         if len(n) == 5:
             cancel.set()
@@ -275,13 +289,6 @@ def test_a_task_runs_opencv_on_one_thread_unless_told_otherwise(opencv_threads, 
     assert set_opencv_threads({"FFP_OPENCV_THREADS": "3"}) == 3 and cv2.getNumThreads() == 3
     assert set_opencv_threads({"FFP_OPENCV_THREADS": "many"}) == 1 and cv2.getNumThreads() == 1
     assert "FFP_OPENCV_THREADS='many' is not a whole number; using 1" in caplog.text
-
-
-def _drained(sink: Sink, n: int) -> list[int]:
-    deadline = time.monotonic() + 30
-    while len(sink.frames) < n and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return sink.frames
 
 
 def test_a_frames_last_step_runs_in_the_writer_while_the_caller_goes_on():
@@ -363,7 +370,9 @@ def _decoded(path: Path) -> bytes:
 def test_a_video_whose_swap_fails_in_the_writer_fails_with_that_error_and_leaves_nothing(clip, tmp_path):
     """The writer's error reaches the task as it was (the target's note says what happened, e.g.
     the GPU ran out of memory), both ffmpeg processes are stopped, and nothing is left behind."""
-    def later(frame, n=[]):
+    n = []
+
+    def later(frame):
         n.append(1)
 
         def finish(f):

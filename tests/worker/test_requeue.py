@@ -5,7 +5,6 @@ renamed (worker.imageio.part_path), so a target stopped half-way is never taken 
 import os
 import signal
 from collections import Counter
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest

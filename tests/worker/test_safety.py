@@ -12,13 +12,14 @@ import cv2
 import numpy as np
 import pytest
 
-import worker.runner as runner
 import worker.content_safety as safety
+import worker.runner as runner
+from worker import ffmpeg as ff
+from worker.content_safety import DEFAULT_REFUSE, HELD_BACK, SafetySpec, Verdict, check_output, load_checker
 from worker.errors import ManifestError, ModelError
 from worker.manifest import EngineOptions, Manifest, Target
 from worker.progress import read_progress_dir
 from worker.runner import EXIT_TARGETS_FAILED, TaskConfig, run_task
-from worker.content_safety import DEFAULT_REFUSE, HELD_BACK, SafetySpec, Verdict, check_output, load_checker
 
 from . import photos
 
@@ -184,7 +185,15 @@ def test_a_running_videos_poster_is_announced_only_without_the_check(tmp_path, m
     assert seen == [announced]
 
 
-def test_it_builds_the_frame_command():
-    assert safety.frame_command(Path("/o/outputs/v.mp4"), 1.25) == [
-        "ffmpeg", "-nostdin", "-v", "error", "-protocol_whitelist", "file", "-ss", "1.250",
-        "-i", "file:/o/outputs/v.mp4", "-frames:v", "1", "-f", "image2pipe", "-c:v", "png", "-"]
+def test_it_reads_a_videos_frames_with_the_hardened_frame_command(monkeypatch):
+    """The frames checked come from `worker.ffmpeg.frame_command`, as a poster's do: the file
+    protocol and video demuxers only, and the job's pixel limit."""
+    import worker.video
+
+    monkeypatch.setattr(worker.video, "probe_video", lambda path, name=None, max_pixels=None: SimpleNamespace(
+        duration=None if max_pixels == 1_000_000 else pytest.fail("probed without the pixel limit")))
+    ran = []
+    monkeypatch.setattr(safety.subprocess, "run", lambda argv, **kw: ran.append(argv) or SimpleNamespace(stdout=b""))
+    assert list(safety._images(Path("/o/outputs/v.mp4"), True, max_pixels=1_000_000)) == []
+    assert ran == [ff.frame_command(Path("/o/outputs/v.mp4"), 0.0, max_pixels=1_000_000)]  # its flags: test_video
+    assert {"-nostdin", "-format_whitelist", "-max_pixels"} <= set(ran[0])

@@ -6,7 +6,14 @@ import pytest
 
 from worker.errors import TargetError
 from worker.targetfile import (
-    BEHIND_A_LINK, LINK_OUTSIDE, LINK_UNCHECKED, NOT_A_FILE, OUTSIDE, TargetRefused, allowed_folders, open_target,
+    BEHIND_A_LINK,
+    LINK_OUTSIDE,
+    LINK_UNCHECKED,
+    NOT_A_FILE,
+    OUTSIDE,
+    TargetRefused,
+    allowed_folders,
+    open_target,
 )
 
 

@@ -43,7 +43,7 @@ def test_it_grows_until_a_memory_sampler_kills_it():
             if readings[-1] > limit_mb:
                 proc.send_signal(signal.SIGKILL)
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # a sampler's period is the behaviour played (Slurm samples every few seconds)
         rc = proc.wait(timeout=30)
     finally:
         proc.kill()

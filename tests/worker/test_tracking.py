@@ -65,7 +65,7 @@ def test_it_decides_once_per_person():
         # "one": the largest face; from frame 3 the other person is the larger one
         grow = 1.0 if t < 3 else 1.6
         faces = [_face(big), _face(300 + (small - 300) * grow)]
-        chosen = decide(steady.update(faces), "one", lambda new: [max(new, key=lambda f: f.area)])
+        chosen = decide(steady.update(faces), "one", lambda new: [max(new, key=lambda face: face.area)])
         swapped.append([round(f.bbox[0]) for f in chosen])
     assert all(len(s) == 1 for s in swapped)
     assert len({s[0] // 100 for s in swapped}) == 1  # the same person (the first chosen) all along

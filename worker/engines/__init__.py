@@ -9,6 +9,7 @@ import logging
 
 from ..choices import ENGINE_NAMES
 from ..errors import ModelError
+from ..weights import INSIGHTFACE_MODELS, verify_models
 from .base import Engine, Face, Identity
 
 __all__ = ["ENGINE_NAMES", "Engine", "Face", "Identity", "load_engine", "resolve_engine_name"]
@@ -20,8 +21,6 @@ def resolve_engine_name(name: str, models_dir: str | None, registry=None) -> str
     """The concrete engine for `name` ('auto' resolved by checking the insightface models)."""
     if name != "auto":
         return name
-    from ..models import INSIGHTFACE_MODELS, verify_models
-
     try:
         verify_models(models_dir, INSIGHTFACE_MODELS, registry=registry)
     except ModelError as exc:

@@ -17,8 +17,18 @@ import numpy as np
 
 from .. import pose
 from ..errors import EngineUnavailable, ModelError, SourceError
-from . import classic_blend as cb
 from .base import Face, Identity
+from .classic_blend import (
+    BlendParams,
+    apply,
+    blend_mask,
+    blend_shape,
+    frontality,
+    match_colour,
+    mesh_points,
+    piecewise_warp,
+)
+from .similarity import umeyama
 
 log = logging.getLogger("worker.engines.classic")
 
@@ -73,13 +83,13 @@ class ClassicEngine:
     #: faces the last `swap` left as they are because they were turned toward profile
     last_left_as_is = 0
 
-    def __init__(self, params: cb.BlendParams | None = None, model_dir: str | None = None):
+    def __init__(self, params: BlendParams | None = None, model_dir: str | None = None):
         try:
             import dlib
         except ImportError as exc:  # pragma: no cover - depends on the node
             raise EngineUnavailable(f"the classic engine needs dlib (pip install dlib-bin): {exc}") from exc
         self._dlib = dlib
-        self.params = params or cb.BlendParams()
+        self.params = params or BlendParams()
         folder = model_dir or models_dir()
         paths = {k: os.path.join(folder, f) for k, f in MODEL_FILES.items()}
         for path in paths.values():
@@ -140,11 +150,11 @@ class ClassicEngine:
             raise SourceError("no face found in the source image(s); use a clear, front-facing photo")
         mean = np.mean([f.embedding for _, f in found], axis=0)
         mean /= np.linalg.norm(mean) or 1.0
-        best_image, best = max(found, key=lambda pair: pair[1].area * cb.frontality(pair[1].landmarks))
-        if cb.frontality(best.landmarks) < TURNED_SOURCE:
+        best_image, best = max(found, key=lambda pair: pair[1].area * frontality(pair[1].landmarks))
+        if frontality(best.landmarks) < TURNED_SOURCE:
             log.warning("the source face is turned away; a front-facing source photo gives a better swap")
-        shape = np.mean([cb.apply(cb.umeyama(f.landmarks, best.landmarks), f.landmarks) for _, f in found], axis=0)
-        crop, offset = _crop_around(best_image, cb.mesh_points(best.landmarks, self.params), margin=0.25)
+        shape = np.mean([apply(umeyama(f.landmarks, best.landmarks), f.landmarks) for _, f in found], axis=0)
+        crop, offset = _crop_around(best_image, mesh_points(best.landmarks, self.params), margin=0.25)
         native = ClassicSource(image=crop, landmarks=best.landmarks - offset, shape=shape - offset)
         return Identity(embedding=mean, sources_used=len(found), native=native)
 
@@ -181,9 +191,9 @@ class ClassicEngine:
         target = np.asarray(face.landmarks, dtype=np.float64)
         if target.shape != (68, 2):
             raise ValueError("the classic engine swaps faces with dlib's 68 landmarks only")
-        dst = cb.blend_shape(target, source.shape, p)
-        dst_mesh = cb.mesh_points(dst, p)
-        src_mesh = cb.mesh_points(source.landmarks, p)
+        dst = blend_shape(target, source.shape, p)
+        dst_mesh = mesh_points(dst, p)
+        src_mesh = mesh_points(source.landmarks, p)
 
         # the region the swap may touch: the mesh, cut to the face box grown by box_margin
         h, w = out.shape[:2]
@@ -199,10 +209,10 @@ class ClassicEngine:
         dst_mesh_roi, dst_roi = dst_mesh - offset, dst - offset
         shape = (ry2 - ry1, rx2 - rx1)
 
-        warped, covered = cb.piecewise_warp(source.image, src_mesh, dst_mesh_roi, shape)
+        warped, covered = piecewise_warp(source.image, src_mesh, dst_mesh_roi, shape)
         target_roi = original[ry1:ry2, rx1:rx2]
-        recoloured = cb.match_colour(warped, target_roi, dst_roi, target - offset, covered, p)
-        alpha = cb.blend_mask(dst_roi, covered, p)[..., None]
+        recoloured = match_colour(warped, target_roi, dst_roi, target - offset, covered, p)
+        alpha = blend_mask(dst_roi, covered, p)[..., None]
         base = out[ry1:ry2, rx1:rx2].astype(np.float32)
         out[ry1:ry2, rx1:rx2] = np.clip(alpha * recoloured + (1 - alpha) * base + 0.5, 0, 255).astype(np.uint8)
 

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 from scipy.spatial import Delaunay
 
-from .similarity import umeyama  # noqa: F401  (part of this module's API)
+from .similarity import umeyama
 
 JAW = slice(0, 17)
 BROWS = slice(17, 27)

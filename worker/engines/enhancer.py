@@ -1,7 +1,7 @@
 """The optional face enhancer: a GFPGAN / CodeFormer-style ONNX model run on each swapped face.
 
 It is on when an admin has installed the file and registered it under the name `face_enhancer`
-(`worker.models.ENHANCER_MODEL`) with its SHA-256, like the other models; with no such entry, or the
+(`worker.weights.ENHANCER_MODEL`) with its SHA-256, like the other models; with no such entry, or the
 file not there, the engine runs without it and says so in the log. A file that is there but does not
 hash to its registered value stops the task (ModelError), as for any other model.
 

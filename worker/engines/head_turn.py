@@ -7,7 +7,7 @@ profile faces read -44 and -22 degrees from them, and the -22 is no different fr
 1k3d68 gives the same 68 points as dlib (the hidden side of a turned head included, from its 3-D fit),
 so the same rule with the same limits applies to both engines.
 
-It is on when the file `1k3d68.onnx` is in the models folder (`worker.models.POSE_MODEL`, hash-checked
+It is on when the file `1k3d68.onnx` is in the models folder (`worker.weights.POSE_MODEL`, hash-checked
 like the others; `python -m worker models fetch` fetches it). Without it, every face is swapped, as
 before, and the log says so.
 

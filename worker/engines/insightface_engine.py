@@ -19,13 +19,20 @@ import warnings
 import cv2
 import numpy as np
 
-from ..errors import EngineUnavailable, ModelError, SourceError
 from .. import pose
-from ..models import DEFAULT_REGISTRY, ENHANCER_MODEL, INSIGHTFACE_MODELS, POSE_MODEL, optional_model, verify_models
+from ..errors import EngineUnavailable, ModelError, SourceError
+from ..weights import (
+    DEFAULT_REGISTRY,
+    ENHANCER_MODEL,
+    INSIGHTFACE_MODELS,
+    POSE_MODEL,
+    optional_model,
+    verify_models,
+)
 from .base import Face, Identity
-from . import scrfd_speed
 from .enhancer import PasteMask, paste_back
 from .head_turn import HeadTurnLandmarks
+from .scrfd_speed import install as install_fast_detection
 from .similarity import umeyama
 from .timing import InferenceClock
 
@@ -168,17 +175,21 @@ class InsightFaceEngine:
         # 2. Load each model once. Absolute paths: get_model resolves relative ones against the CWD.
         #    ctx_id 0 leaves the providers as requested (a negative ctx_id would rebuild the sessions
         #    for the CPU); the provider list alone decides where inference runs.
-        loaded = {}
-        for key, want in zip(INSIGHTFACE_MODELS, ("SCRFD", "ArcFaceONNX", "INSwapper")):
-            path = str(paths[key].resolve())
+        def load(file):
+            """insightface's model object for a verified model file; ModelError when it cannot load."""
+            path = str(file.resolve())
             try:
                 with _quiet_insightface():
-                    model = model_zoo.get_model(path, providers=requested, sess_options=session_options(onnxruntime))
+                    return model_zoo.get_model(path, providers=requested, sess_options=session_options(onnxruntime))
             except Exception as exc:  # onnxruntime raises its own types for unloadable graphs
-                raise ModelError(f"model file {paths[key].name} at {path} could not be loaded: {exc}") from exc
+                raise ModelError(f"model file {file.name} at {path} could not be loaded: {exc}") from exc
+
+        loaded = {}
+        for key, want in zip(INSIGHTFACE_MODELS, ("SCRFD", "ArcFaceONNX", "INSwapper")):
+            model = load(paths[key])
             if type(model).__name__ != want:
                 raise ModelError(
-                    f"model file {paths[key].name} at {path} loaded as {type(model).__name__}, not {want}; "
+                    f"model file {paths[key].name} at {paths[key].resolve()} loaded as {type(model).__name__}, not {want}; "
                     f"check the model registry"
                 )
             loaded[key] = model
@@ -189,7 +200,7 @@ class InsightFaceEngine:
         self._last_latent = None
         #: faces the last `swap` left as they are (turned toward profile), for the photo's note
         self.last_left_as_is = 0
-        scrfd_speed.install(self._det)
+        install_fast_detection(self._det)
         # insightface builds a fixed-size detector session on first use: do it now, so model loading
         # is all paid (and timed) here and no session is created while targets are processed.
         with _quiet_insightface():
@@ -227,13 +238,7 @@ class InsightFaceEngine:
         self.head_turn = None
         pose_path = optional_model(models_dir, POSE_MODEL, registry=registry)
         if pose_path is not None:
-            path = str(pose_path.resolve())
-            try:
-                with _quiet_insightface():
-                    model = model_zoo.get_model(path, providers=requested, sess_options=session_options(onnxruntime))
-            except Exception as exc:  # onnxruntime raises its own types for unloadable graphs
-                raise ModelError(f"model file {pose_path.name} at {path} could not be loaded: {exc}") from exc
-            self.head_turn = HeadTurnLandmarks(model, path)
+            self.head_turn = HeadTurnLandmarks(load(pose_path), str(pose_path.resolve()))
             self.head_turn.session = self.clock.wrap(self.head_turn.session)
             log.info("insightface: faces turned toward profile are left as they are (%s)", pose_path.name)
         else:

@@ -5,10 +5,10 @@ scripts/cluster/up.sh started: its SSH key (stored encrypted, as every profile's
 the pinned host key line. Safe to run again: it updates the rows in place and never resets the
 demo password once set.
 """
-from pathlib import Path
 import json
 import os
 import secrets
+from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.contrib.auth.password_validation import validate_password

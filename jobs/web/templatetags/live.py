@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from django import template
 
-from worker.manifest import VIDEO_EXTENSIONS
-
+from jobs.job.retry import RETRYABLE_JOB_STATUSES
 from jobs.live.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.live.view import TARGET_FILTERS, TASK_GROUP_LABELS, TASK_GROUP_OF_CLASS, TASK_GROUP_ORDER
 from jobs.models.job import FINAL_STATUSES, JobStatus, TargetStatus
-from jobs.job.retry import RETRYABLE_JOB_STATUSES
 from jobs.web.templatetags.portal import FAILED_JOB_STATUSES, TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES
+from worker.manifest import VIDEO_EXTENSIONS
 
 register = template.Library()
 

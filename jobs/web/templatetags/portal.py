@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from django import template
 
-from worker.manifest import VIDEO_EXTENSIONS
-
 from jobs.live.view import TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES
 from jobs.models.job import JobStatus
+from worker.manifest import is_video_name
 
 register = template.Library()
 
@@ -49,4 +48,4 @@ def job_notice_class(status: str) -> str:
 
 @register.filter
 def is_video(name: str) -> bool:
-    return (name or "").lower().endswith(VIDEO_EXTENSIONS)
+    return is_video_name(name)

@@ -18,9 +18,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from cluster import time_limit_seconds
-
 from jobs.quotas import DEFAULT_SECONDS_PER_IMAGE, MODEL_LOAD_SECONDS, estimate_gpu_hours, format_hours
 from jobs.quotas.estimate import measured_seconds_per_photo
+from jobs.quotas.messages import plain_duration
 
 register = template.Library()
 
@@ -62,25 +62,6 @@ def speed_words(t) -> dict:
                 "time": plain_duration(100 * per_photo + MODEL_LOAD_SECONDS)},
             "title": ngettext("Measured on %(n)s photo of this template's recent jobs.",
                               "Measured on %(n)s photos of this template's recent jobs.", measured) % {"n": measured}}
-
-
-def plain_duration(seconds: float) -> str:
-    """A time as people say it, rounded: "45 seconds", "3 minutes", "1 hour 30 minutes", "2 days"."""
-    s = max(0, round(seconds))
-    if s < 90:
-        return ngettext("%(n)s second", "%(n)s seconds", s) % {"n": s}
-    minutes = round(s / 60)
-    if minutes < 60:
-        return ngettext("%(n)s minute", "%(n)s minutes", minutes) % {"n": minutes}
-    hours, minutes = divmod(minutes, 60)
-    if hours >= 48:
-        days = round(hours / 24)
-        return ngettext("%(n)s day", "%(n)s days", days) % {"n": days}
-    text = ngettext("%(n)s hour", "%(n)s hours", hours) % {"n": hours}
-    if minutes:
-        text = _("%(hours)s %(minutes)s") % {
-            "hours": text, "minutes": ngettext("%(n)s minute", "%(n)s minutes", minutes) % {"n": minutes}}
-    return text
 
 
 def gpu_words(count: int, gpu_type: str = "") -> str:

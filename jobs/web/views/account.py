@@ -22,14 +22,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.utils import translation
-from django.utils.translation import get_language_info
+from django.utils.translation import get_language_info, gettext_lazy
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.i18n import set_language as django_set_language
 
 from jobs import audit
-
 from jobs.background import enqueue
 from jobs.models import NotificationPreference, WebhookSecret
 from jobs.models.preferences import LanguagePreference
@@ -78,7 +76,9 @@ def address_taken(email: str, user) -> bool:
     return get_user_model().objects.filter(email__iexact=email).exclude(pk=user.pk).exists()
 
 
-def _account_page(request: HttpRequest, status: int = 200, **forms_and_context) -> HttpResponse:
+def account_page(request: HttpRequest, status: int = 200, **forms_and_context) -> HttpResponse:
+    """The account page with its forms (empty unless given: a refused form comes back with its
+    errors) and `forms_and_context` on top; also the answer of the webhook secret's POST."""
     context = {
         "email_form": EmailChangeForm(user=request.user),
         "language_form": LanguageForm(initial={"language": LanguagePreference.language_of(request.user)}),
@@ -94,7 +94,7 @@ def _account_page(request: HttpRequest, status: int = 200, **forms_and_context) 
 @login_required
 @require_http_methods(["GET", "HEAD"])
 def account(request: HttpRequest) -> HttpResponse:
-    return _account_page(request)
+    return account_page(request)
 
 
 @login_required
@@ -103,10 +103,10 @@ def email_change(request: HttpRequest) -> HttpResponse:
     """Send the link that confirms a new address to that address; the account keeps its old one until then."""
     form = EmailChangeForm(request.POST, user=request.user)
     if not form.is_valid():
-        return _account_page(request, status=400, email_form=form)
+        return account_page(request, status=400, email_form=form)
     if not _may_send_link(request.user):
         form.add_error("email", _("Too many links were sent from your account in the last hour. Try again later."))
-        return _account_page(request, status=429, email_form=form)
+        return account_page(request, status=429, email_form=form)
     email = form.cleaned_data["email"]
     _enqueue_email("send_email_change_link", request.user.pk, email)
     audit.record(request.user, "account.email_change_asked", target=request.user, details={"new": email},
@@ -136,7 +136,7 @@ def email_confirm(request: HttpRequest, token: str) -> HttpResponse:
     if address_taken(new, user):
         return _refused(request, _("Another account uses that address now. Ask your admin."))
     if request.method != "POST":
-        return _account_page(request, confirm_email=new)
+        return account_page(request, confirm_email=new)
     old = user.email
     # Conditional: of two clicks at once, one changes the address and tells the old one.
     if get_user_model().objects.filter(pk=user.pk, email=old).update(email=new) != 1:
@@ -152,9 +152,7 @@ def _enqueue_email(task: str, user_id: int, address: str) -> None:
     """Queue `jobs.usage.notifications.<task>(user_id, address, language)` once the request commits:
     email goes out from the RQ worker, never from a request, in the language of this page."""
     language = translation.get_language()
-    transaction.on_commit(lambda: enqueue.queue().enqueue(
-        f"jobs.usage.notifications.{task}", user_id, address, language,
-        job_timeout=enqueue.NOTIFY_TIMEOUT, result_ttl=enqueue.RESULT_TTL, failure_ttl=enqueue.FAILURE_TTL))
+    transaction.on_commit(lambda: enqueue.enqueue_account_email(task, user_id, address, language))
 
 
 #: links to a new address one account may have sent per hour (the portal must not be a way to flood an inbox)
@@ -182,7 +180,7 @@ def _refused(request: HttpRequest, why: str) -> HttpResponse:
 def language_settings(request: HttpRequest) -> HttpResponse:
     form = LanguageForm(request.POST)
     if not form.is_valid():
-        return _account_page(request, status=400, language_form=form)
+        return account_page(request, status=400, language_form=form)
     chosen = form.cleaned_data["language"]
     portal_language.remember(request, chosen)
     if not chosen:

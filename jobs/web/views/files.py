@@ -20,8 +20,15 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
-from jobs.results.files import (download_name, input_path, output_path, record_download, serve_file, stream_results_zip,
-                          thumbnail_path)
+from jobs.results.files import (
+    download_name,
+    input_path,
+    output_path,
+    record_download,
+    serve_file,
+    stream_results_zip,
+    thumbnail_path,
+)
 from jobs.results.retention import files_gone
 from jobs.web.views import get_job_for_user, get_target_for_user
 

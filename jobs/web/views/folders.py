@@ -10,8 +10,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_safe
 
 from jobs.clusters import browse as browsing  # the module, so tests can swap browsing.browse
-from jobs.errors import BrowseError
 from jobs.clusters.folder_check import count_folder
+from jobs.errors import BrowseError
 
 #: files listed under a folder's sub-folders; the rest are counted (a shoot can hold thousands)
 FILES_SHOWN = 200

@@ -16,18 +16,16 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
-
 from jobs import bookings
-
-from jobs.uploads import store as upload_store
 from jobs.bookings.use import job_outlasts_booking
 from jobs.errors import StartError
+from jobs.job.start import start_job
 from jobs.models import Job, Upload, UploadKind
 from jobs.quotas import quota_status
-from jobs.job.start import start_job
+from jobs.uploads import store as upload_store
 from jobs.web.forms import NewJobForm
 from jobs.web.views.uploads import describe
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 #: files of a repeated job made ready again at most (a bigger set: pick its folder, or start it anew)
 AGAIN_MAX_FILES = 1000

@@ -15,17 +15,22 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST, require_safe
 
-from worker.manifest import VIDEO_EXTENSIONS
-
 from jobs.errors import UploadRejected
 from jobs.job.lifecycle import request_cancel
+from jobs.job.retry import (
+    REPLACEABLE,
+    RETRYABLE_JOB_STATUSES,
+    has_retryable_targets,
+    replace_file,
+    retry_failed,
+    retry_refusal,
+)
 from jobs.live.view import View, page_of_job
 from jobs.models import Job
 from jobs.models.job import OK_TARGET_STATUSES
-from jobs.job.retry import RETRYABLE_JOB_STATUSES, REPLACEABLE, has_retryable_targets, replace_file, retry_failed, \
-    retry_refusal
 from jobs.web.views import get_job_for_user, get_target_for_user
 from jobs.web.views.sources import job_sources
+from worker.manifest import VIDEO_EXTENSIONS
 
 JOBS_PER_PAGE = 50
 #: the extra tag of New job's "Job started." message (jobs/web/views/new_job.py)
@@ -69,7 +74,7 @@ def drop_start_message(request: HttpRequest) -> None:
     """Remove New job's "Job started." from this request's messages; any other message stays."""
     storage = messages.get_messages(request)
     kept = [m for m in storage if JOB_STARTED_TAG not in (m.extra_tags or "").split()]  # reading spends them all
-    storage._loaded_messages.clear()  # noqa: SLF001 - spent above: Django's storage has no public "remove"
+    storage._loaded_messages.clear()
     for m in kept:  # the others are queued again: this page shows them
         messages.add_message(request, m.level, m.message, extra_tags=m.extra_tags)
 

@@ -9,11 +9,10 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_safe
 
-from worker.manifest import VIDEO_EXTENSIONS
-
 from jobs.models import Job, Target
 from jobs.results.files import download_name, input_path, output_path
 from jobs.web.views import get_target_for_user
+from worker.manifest import is_video_name
 
 
 @login_required
@@ -29,7 +28,7 @@ def target_detail(request: HttpRequest, job_id: UUID, index: int) -> HttpRespons
         "has_input": has_input,
         "has_output": has_output,
         "can_compare": has_input and has_output,
-        "is_video": target.output_name.lower().endswith(VIDEO_EXTENSIONS),
+        "is_video": is_video_name(target.output_name),
         "download_name": download_name(target),
         "sources": source_faces(job),
         **neighbours(target),

@@ -23,12 +23,18 @@ def job_sources(job: Job) -> list[Source]:
     return list(job.sources.order_by("pk"))
 
 
-@login_required
-@require_safe
-def job_source(request: HttpRequest, job_id: UUID, n: int) -> HttpResponse:
-    job = get_job_for_user(request.user, job_id)
+def serve_source(job: Job, n: int, request: HttpRequest | None = None) -> HttpResponse:
+    """The job's face photo `n` (its position, as in job_sources), served under the name it was
+    sent with; Http404 when there is no such photo. `request`: passed on to serve_file."""
     sources = job_sources(job)
     if not 0 <= n < len(sources):
         raise Http404("No such face photo")
     source = sources[n]
-    return serve_file(media_file(source.file.name), Path(source.original_name or source.file.name).name)
+    return serve_file(media_file(source.file.name), Path(source.original_name or source.file.name).name,
+                      request=request)
+
+
+@login_required
+@require_safe
+def job_source(request: HttpRequest, job_id: UUID, n: int) -> HttpResponse:
+    return serve_source(get_job_for_user(request.user, job_id), n)

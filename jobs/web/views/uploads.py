@@ -29,10 +29,10 @@ from django.utils.http import http_date
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
-from jobs.uploads import store as upload_store
 from jobs.api.auth import api_view, token_from_header
 from jobs.models import Upload, UploadKind, UploadStatus
 from jobs.results.files import serve_file
+from jobs.uploads import store as upload_store
 from jobs.uploads.store import UploadRefused
 
 TUS_VERSION = "1.0.0"

@@ -14,10 +14,10 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from jobs.usage.accounting import MonthUsage, usage_by
 from jobs.models import UsageRecord
 from jobs.quotas import quota_status
 from jobs.results.files import OnePieceAtATime
+from jobs.usage.accounting import MonthUsage, usage_by
 
 #: months shown on the user's chart
 CHART_MONTHS = 12

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs import audit
 from jobs.models import WebhookDelivery, WebhookSecret
-from jobs.web.views.account import _account_page
+from jobs.web.views.account import account_page
 from jobs.webhooks import deliver
 
 DELIVERIES_PER_PAGE = 50
@@ -58,11 +58,11 @@ def webhook_secret(request: HttpRequest) -> HttpResponse:
     """Create the signing secret, or rotate it once the user confirmed (the old one stops working)."""
     had_one = WebhookSecret.objects.filter(user=request.user).exists()
     if had_one and request.POST.get("confirm") != "yes":
-        return _account_page(request, confirm_rotate=True)
+        return account_page(request, confirm_rotate=True)
     with transaction.atomic():
         secret = WebhookSecret.rotate(request.user)
         audit.record(request.user, "webhook_secret.rotate" if had_one else "webhook_secret.create",
                      target=request.user, request=request)
-    response = _account_page(request, new_secret=secret)
+    response = account_page(request, new_secret=secret)
     add_never_cache_headers(response)  # no-store: the secret stays out of every cache
     return response

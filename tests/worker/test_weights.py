@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.worker.fake_models import build_fake_models
-from worker import models
+from worker import weights
+from worker.download import fetch_models
 from worker.errors import ModelError
-from worker.models import (DEFAULT_REGISTRY, VERIFIED_CACHE_NAME, ModelSpec, check_models, fetch_models,
-                           load_registry, verify_models)
+from worker.weights import DEFAULT_REGISTRY, VERIFIED_CACHE_NAME, ModelSpec, check_models, load_registry, verify_models
 
 DAY_NS = 86_400 * 10**9
 
@@ -20,7 +20,7 @@ DAY_NS = 86_400 * 10**9
 @pytest.fixture(autouse=True)
 def fresh_process_cache(monkeypatch):
     # Tests reuse paths (tmp_path) across runs; no hash may leak from one test into another.
-    monkeypatch.setattr(models, "_PROCESS_HASHES", {})
+    monkeypatch.setattr(weights, "_PROCESS_HASHES", {})
 
 
 def spec_for(name: str, data: bytes, url: str = "http://127.0.0.1:9/none", size=True) -> ModelSpec:
@@ -70,9 +70,9 @@ def test_it_refuses_a_real_model_file_with_one_byte_changed(tmp_path):
 
 def test_it_names_every_missing_file_and_the_folder(tmp_path):
     with pytest.raises(ModelError) as err:
-        verify_models(tmp_path / "nowhere", models.INSIGHTFACE_MODELS)  # the real registry
+        verify_models(tmp_path / "nowhere", weights.INSIGHTFACE_MODELS)  # the real registry
     msg = str(err.value)
-    for name in models.INSIGHTFACE_MODELS:
+    for name in weights.INSIGHTFACE_MODELS:
         spec = DEFAULT_REGISTRY[name]
         assert f"model file {spec.file} is missing at {tmp_path / 'nowhere' / spec.file}" in msg
     assert "1k3d68" not in msg  # optional: never required
@@ -82,7 +82,7 @@ def test_it_names_every_missing_file_and_the_folder(tmp_path):
 def test_it_catches_a_truncated_file_by_its_size_without_hashing(tmp_path, monkeypatch):
     data = b"x" * 1000
     (tmp_path / "a.onnx").write_bytes(data[:500])
-    monkeypatch.setattr(models, "file_sha256", lambda p: pytest.fail("hashed a file of the wrong size"))
+    monkeypatch.setattr(weights, "file_sha256", lambda p: pytest.fail("hashed a file of the wrong size"))
     [state] = check_models(tmp_path, ["a"], registry={"a": spec_for("a", data)})
     assert state.state == "corrupt" and state.detail == "size 500 bytes, expected 1000"
 
@@ -94,9 +94,9 @@ def test_it_refuses_unknown_model_names(tmp_path):
 
 def test_it_uses_the_models_dir_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("FACEFUSION_MODELS_DIR", str(tmp_path))
-    assert models.default_models_dir() == tmp_path
+    assert weights.default_models_dir() == tmp_path
     monkeypatch.delenv("FACEFUSION_MODELS_DIR")
-    assert models.default_models_dir() == models.Path.home() / ".facefusion-portal" / "models"
+    assert weights.default_models_dir() == weights.Path.home() / ".facefusion-portal" / "models"
 
 
 # ---- the verified-hash cache ------------------------------------------------------------------
@@ -112,8 +112,8 @@ def test_it_caches_verified_hashes_next_to_the_models(tmp_path, monkeypatch):
     assert cached["sha256"] == reg["a"].sha256 and cached["size"] == len(data)
 
     # A new process (empty in-process cache) trusts the file on disk and reads nothing.
-    monkeypatch.setattr(models, "_PROCESS_HASHES", {})
-    monkeypatch.setattr(models, "file_sha256", lambda p: pytest.fail("re-hashed a cached file"))
+    monkeypatch.setattr(weights, "_PROCESS_HASHES", {})
+    monkeypatch.setattr(weights, "file_sha256", lambda p: pytest.fail("re-hashed a cached file"))
     assert check_models(tmp_path, ["a"], registry=reg)[0].ok
 
 
@@ -146,12 +146,12 @@ def test_it_verifies_in_a_read_only_folder_without_writing_a_cache(tmp_path, mon
     age(tmp_path / "a.onnx")
     # Tests run as root here, so permissions cannot make the folder read-only: answer as a ro mount.
     real_access = os.access
-    monkeypatch.setattr(models.os, "access", lambda p, mode: False if mode == os.W_OK else real_access(p, mode))
+    monkeypatch.setattr(weights.os, "access", lambda p, mode: False if mode == os.W_OK else real_access(p, mode))
     reg = {"a": spec_for("a", data)}
     assert verify_models(tmp_path, ["a"], registry=reg) == {"a": tmp_path / "a.onnx"}
     assert os.listdir(tmp_path) == ["a.onnx"]
     # ...and the in-process cache still spares the second check of the same task.
-    monkeypatch.setattr(models, "file_sha256", lambda p: pytest.fail("re-hashed within one process"))
+    monkeypatch.setattr(weights, "file_sha256", lambda p: pytest.fail("re-hashed within one process"))
     assert verify_models(tmp_path, ["a"], registry=reg)
 
 

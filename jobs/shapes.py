@@ -3,7 +3,8 @@
 The JSON API (a stable contract: docs/api.md) sends `job_summary` / `job_detail`; the live pages (WebSocket
 messages and live.json, jobs/live/protocol.py) send `live_job` / `live_task` / `live_target`,
 which are the API's shapes plus what a page shows and the API does not (labels in the reader's
-language, page links, times). So a job reads the same wherever it is read.
+language, page links, times). So a job reads the same wherever it is read. Domain code, not a
+layer: the API (jobs.api) and the live messages (jobs.live.protocol) both import it.
 
 Pure functions of model instances. They never query on their own beyond the relations named here:
 fetch jobs through `with_details()` before calling `job_detail` on many of them.

@@ -1,9 +1,9 @@
-"""The model files the insightface engine needs: where they live, what they must hash to, how to fetch them.
+"""Model weights, the files the insightface engine loads: where they live, what they must hash to.
 
 Compute nodes usually have no internet, so a task never downloads: it checks the files in the models
 folder against pinned SHA-256 hashes (`verify_models`) and refuses to start with a plain reason. An
-admin runs `python -m worker models fetch` once where the internet is reachable (`fetch_models`),
-or copies the files in by hand.
+admin runs `python -m worker models fetch` once where the internet is reachable
+(`worker.download.fetch_models`), or copies the files in by hand.
 
 Hashing the 554 MB inswapper_128.onnx took 0.5 s from the page cache and 0.8-0.9 s from a local
 disk (measured on an AMD EPYC with SHA extensions); on a shared filesystem the read dominates (about
@@ -16,21 +16,18 @@ and truncated files, not against someone who can write to the models folder.
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import logging
 import os
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Literal, Mapping, get_args
+from typing import Iterable, Literal, Mapping
 
 from .errors import ModelError
 from .progress import atomic_write_text
 
-log = logging.getLogger("worker.models")
+log = logging.getLogger("worker.weights")
 
 MODELS_DIR_ENV = "FACEFUSION_MODELS_DIR"
 REGISTRY_ENV = "FACEFUSION_MODEL_REGISTRY"
@@ -38,12 +35,8 @@ VERIFIED_CACHE_NAME = ".verified.json"
 HASH_BLOCK_BYTES = 1 << 20
 #: files modified less than this before hashing are not cached (coarse or skewed timestamps, e.g. NFS)
 RACY_MARGIN_NS = 2_000_000_000
-#: seconds for connecting and for each read: a stalled mirror fails instead of hanging the fetch
-FETCH_TIMEOUT_S = 30.0
-USER_AGENT = "facefusion-portal-worker (model fetch)"
 
 StateName = Literal["ok", "missing", "corrupt"]
-STATE_NAMES: tuple[str, ...] = get_args(StateName)
 
 
 @dataclass(frozen=True)
@@ -99,9 +92,11 @@ POSE_MODEL = "1k3d68"
 
 @dataclass(frozen=True)
 class ModelState:
+    """What `check_models` found of one model file: its state, and the detail in plain words."""
+
     name: str
     path: Path
-    state: str  # one of STATE_NAMES
+    state: StateName
     detail: str = ""
 
     @property
@@ -154,7 +149,9 @@ def load_registry(path: str | os.PathLike) -> dict[str, ModelSpec]:
     return registry
 
 
-def _resolve(models_dir, registry) -> tuple[Path, Mapping[str, ModelSpec]]:
+def resolve_models(models_dir, registry) -> tuple[Path, Mapping[str, ModelSpec]]:
+    """(models folder, registry) from what a caller passed: None is the default folder / the built-in
+    registry, a path is a registry JSON (`load_registry`)."""
     # Callers (CLI, task runner) read the env once and pass explicit values; None means "the default".
     folder = Path(models_dir).expanduser() if models_dir else default_models_dir()
     if registry is None:
@@ -164,7 +161,8 @@ def _resolve(models_dir, registry) -> tuple[Path, Mapping[str, ModelSpec]]:
     return folder, registry
 
 
-def _specs(registry: Mapping[str, ModelSpec], names: Iterable[str]) -> list[ModelSpec]:
+def specs_named(registry: Mapping[str, ModelSpec], names: Iterable[str]) -> list[ModelSpec]:
+    """The registry's entries for `names`, in that order; ModelError naming an unknown one."""
     out = []
     for n in names:
         if n not in registry:
@@ -178,16 +176,22 @@ def _specs(registry: Mapping[str, ModelSpec], names: Iterable[str]) -> list[Mode
 _PROCESS_HASHES: dict[tuple[str, int, int], str] = {}
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, read in 1 MiB blocks (memory stays flat for a 554 MB model)."""
+def hash_file(path: Path):
+    """A SHA-256 hash object fed with the file's bytes, read in 1 MiB blocks (memory stays flat for a
+    554 MB model): for its `hexdigest()`, or for more bytes (a download resumed after them)."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(HASH_BLOCK_BYTES):
             digest.update(block)
-    return digest.hexdigest()
+    return digest
 
 
-class _HashCache:
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, as hex."""
+    return hash_file(path).hexdigest()
+
+
+class HashCache:
     """Known hashes of the files in one models folder: in-process, plus `.verified.json` when writable."""
 
     def __init__(self, folder: Path):
@@ -236,7 +240,8 @@ class _HashCache:
         self.changed = False
 
 
-def _state(folder: Path, spec: ModelSpec, cache: _HashCache) -> ModelState:
+def file_state(folder: Path, spec: ModelSpec, cache: HashCache) -> ModelState:
+    """ok / missing / corrupt for `spec`'s file in `folder`, hashing it unless `cache` knows the hash."""
     path = folder / spec.file
     try:
         st = path.stat()
@@ -258,28 +263,19 @@ def _state(folder: Path, spec: ModelSpec, cache: _HashCache) -> ModelState:
     return ModelState(spec.name, path, "ok", "SHA-256 verified")
 
 
-def model_state(models_dir, spec: ModelSpec) -> ModelState:
-    """ok / missing / corrupt for one model file (hashing it unless a cached hash still applies)."""
-    folder, _ = _resolve(models_dir, None)
-    cache = _HashCache(folder)
-    state = _state(folder, spec, cache)
-    cache.save()
-    return state
-
-
 def check_models(models_dir, names: Iterable[str], registry=None) -> list[ModelState]:
     """The state of each named model, in the order asked. Raises ModelError only for unknown names."""
-    folder, registry = _resolve(models_dir, registry)
-    specs = _specs(registry, names)
-    cache = _HashCache(folder)
-    states = [_state(folder, s, cache) for s in specs]
+    folder, registry = resolve_models(models_dir, registry)
+    specs = specs_named(registry, names)
+    cache = HashCache(folder)
+    states = [file_state(folder, s, cache) for s in specs]
     cache.save()
     return states
 
 
 def verify_models(models_dir, names: Iterable[str], registry=None) -> dict[str, Path]:
     """The verified path of each named model, or ModelError saying which file is wrong, where, and the fix."""
-    folder, registry = _resolve(models_dir, registry)
+    folder, registry = resolve_models(models_dir, registry)
     states = check_models(folder, names, registry)
     bad = [s for s in states if not s.ok]
     if bad:
@@ -297,7 +293,7 @@ def optional_model(models_dir, name: str, registry=None) -> Path | None:
     A file that is there but fails its size or SHA-256 check raises ModelError: someone installed
     the wrong bytes, and running without it would hide that.
     """
-    folder, registry = _resolve(models_dir, registry)
+    folder, registry = resolve_models(models_dir, registry)
     if name not in registry:
         return None
     [state] = check_models(folder, [name], registry)
@@ -307,111 +303,3 @@ def optional_model(models_dir, name: str, registry=None) -> Path | None:
         raise ModelError(f"model file {state.path.name} is {state.state} at {state.path} ({state.detail}); "
                          f"replace it or remove it")
     return state.path
-
-
-# ---- fetching ---------------------------------------------------------------------------------
-
-def fetch_models(
-    models_dir,
-    names: Iterable[str],
-    registry=None,
-    progress: Callable[[str], object] = print,
-    timeout: float = FETCH_TIMEOUT_S,
-) -> list[ModelState]:
-    """Download each named model that is missing or corrupt, then return every model's state.
-
-    Downloads go to `<file>.part` and resume with an HTTP Range request after an interruption. The
-    file is renamed into place only once its SHA-256 matches; a mismatch deletes the `.part` and
-    raises ModelError. A network failure raises ModelError and keeps the `.part` for the next try.
-    """
-    folder, registry = _resolve(models_dir, registry)
-    specs = _specs(registry, names)
-    folder.mkdir(parents=True, exist_ok=True)
-    cache = _HashCache(folder)
-    try:
-        for spec in specs:
-            state = _state(folder, spec, cache)
-            if state.ok:
-                progress(f"{spec.file}: already present and verified")
-                continue
-            progress(f"{spec.file}: {state.state} ({state.detail}); downloading from {spec.url}")
-            _download(spec, folder, cache, progress, timeout)
-    finally:
-        cache.save()
-    return check_models(folder, [s.name for s in specs], registry)
-
-
-def _download(spec: ModelSpec, folder: Path, cache: _HashCache, progress, timeout: float) -> None:
-    dest = folder / spec.file
-    part = folder / (spec.file + ".part")
-    if not spec.url.startswith(("http://", "https://")):
-        raise ModelError(f"cannot fetch {spec.file}: only http(s) URLs are supported, not {spec.url!r}")
-    offset = part.stat().st_size if part.exists() else 0
-    if spec.size is not None and offset > spec.size:
-        part.unlink()
-        offset = 0
-    digest = hashlib.sha256()
-    if offset:
-        # Feed the bytes already on disk to the hash so the finished file is not read twice.
-        with open(part, "rb") as fh:
-            while block := fh.read(HASH_BLOCK_BYTES):
-                digest.update(block)
-    if spec.size is None or offset < spec.size:
-        try:
-            offset, digest = _transfer(spec, part, offset, digest, progress, timeout)
-        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            kept = f"; {part} keeps the partial download for the next try" if part.exists() else ""
-            raise ModelError(f"could not download {spec.file} from {spec.url}: {reason}{kept}") from exc
-    got = digest.hexdigest()
-    if got != spec.sha256:
-        part.unlink(missing_ok=True)
-        raise ModelError(
-            f"downloaded {spec.file} from {spec.url} but its SHA-256 {got[:12]}… does not match the "
-            f"expected {spec.sha256[:12]}…; the download was deleted"
-        )
-    os.replace(part, dest)
-    cache.record(dest, dest.stat(), got)
-    progress(f"{spec.file}: {offset / 1e6:.1f} MB downloaded, SHA-256 verified")
-
-
-def _transfer(spec: ModelSpec, part: Path, offset: int, digest, progress, timeout: float):
-    """Stream the body into `part` from `offset`; returns (total bytes, hash of the whole file)."""
-    req = urllib.request.Request(spec.url, headers={"User-Agent": USER_AGENT})
-    if offset:
-        req.add_header("Range", f"bytes={offset}-")
-    try:
-        resp = urllib.request.urlopen(req, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 416 and offset:
-            # "Range not satisfiable": the .part already holds the whole file; the hash decides.
-            return offset, digest
-        raise
-    with resp:
-        if offset and resp.status == 206:
-            start = resp.headers.get("Content-Range", "").removeprefix("bytes ").split("-")[0]
-            if start != str(offset):
-                raise ValueError(f"server resumed at byte {start or '?'} instead of {offset}")
-            mode = "ab"
-            progress(f"{spec.file}: resuming at {offset / 1e6:.1f} MB")
-        else:
-            # The server ignored the Range header (200): start again from the first byte.
-            mode, offset, digest = "wb", 0, hashlib.sha256()
-        length = resp.headers.get("Content-Length")
-        total = offset + int(length) if length and length.isdigit() else spec.size
-        next_report = time.monotonic() + 5.0
-        with open(part, mode) as fh:
-            while block := resp.read(HASH_BLOCK_BYTES):
-                fh.write(block)
-                digest.update(block)
-                offset += len(block)
-                if spec.size is not None and offset > spec.size:
-                    raise ValueError(f"server sent more than the expected {spec.size} bytes")
-                if time.monotonic() >= next_report:
-                    next_report = time.monotonic() + 5.0
-                    of = f" of {total / 1e6:.1f}" if total else ""
-                    progress(f"{spec.file}: {offset / 1e6:.1f}{of} MB")
-    if total is not None and offset < total:
-        # http.client returns b"" when the peer closes early; keep the .part so the next try resumes.
-        raise ConnectionError(f"connection closed after {offset} of {total} bytes")
-    return offset, digest
