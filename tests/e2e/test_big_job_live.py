@@ -28,6 +28,7 @@ from tests.e2e.test_browser_live import (
     WatcherThread,
     _sync_playwright,
     wait_for,
+    web_server,  # noqa: F401 - a fixture of this module's tests
 )
 
 TOTAL = 20_000
