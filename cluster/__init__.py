@@ -56,6 +56,7 @@ from .slurm import (
     gpu_history_argv,
     gpu_inventory_argv,
     gres_gpu_types,
+    job_leave_reservation_argv,
     parse_gpu_history,
     parse_gpu_inventory,
     parse_reservations,
@@ -123,7 +124,7 @@ __all__ = [
     "SlurmReservation", "NodeGpus", "GpuUse", "REFUSAL_CODES", "reservation_create_argv", "reservation_update_argv",
     "reservation_delete_argv", "reservations_show_argv", "parse_reservations", "reservation_refusal",
     "gpu_inventory_argv", "parse_gpu_inventory", "gpu_history_argv", "parse_gpu_history", "expand_hostlist",
-    "slurm_time", "parse_slurm_time", "window_minutes", "parse_slurm_release", "reserves_gpus",
+    "slurm_time", "parse_slurm_time", "window_minutes", "job_leave_reservation_argv", "parse_slurm_release", "reserves_gpus",
     # states
     "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
     "effective_state", "plain_reason", "pending_reason",

@@ -166,7 +166,7 @@ _PENDING = {
     "": gettext_noop("waiting to be scheduled"),
     "Resources": gettext_noop("waiting for a free GPU"),
     "Priority": gettext_noop("waiting for other jobs ahead in the queue"),
-    "Reservation": gettext_noop("waiting for your reservation to start"),
+    "Reservation": gettext_noop("waiting for your GPU booking to start"),
     "ReqNodeNotAvail": gettext_noop("waiting: the nodes are reserved or unavailable"),
     "BeginTime": gettext_noop("waiting for its scheduled start time"),
     "Dependency": gettext_noop("waiting for another job to finish first"),

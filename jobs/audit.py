@@ -12,7 +12,8 @@ Actions are short dotted codes, `<thing>.<verb>`; the ones the portal writes tod
     content_check.refused                               (jobs.content_safety: source|output, upload or job id and target index, labels and scores; never images or names)
     template.add/change/delete  quota.add/change/delete  profile.add/change/delete  (admin.AuditedAdmin)
 
-A new action needs no schema change: add the code where it happens, and a line above.
+A new action needs no schema change: add the code where it happens, a line above, and its words in
+`ACTION_WORDS` (what the admin's audit log shows; the code stays in the database and the details).
 
 Auditing never breaks what is being audited: `record` logs and swallows every error (a full disk
 or a locked table must not fail a Start or a download), and it writes inside its own savepoint,
@@ -26,17 +27,74 @@ import ipaddress
 import logging
 from typing import Any
 
+from django.apps import apps
 from django.db import transaction
+from django.utils.translation import gettext_lazy as _
 
 from jobs.log_context import current as log_ids
 from jobs.models import AuditEntry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["record", "target_fields", "client_ip"]
+__all__ = ["ACTION_WORDS", "action_words", "record", "target_fields", "client_ip"]
 
 #: longest text kept for a target's description (the column's length)
 TARGET_REPR_LENGTH = 300
+
+#: each action's code -> what happened, in words an admin who never saw the code understands
+ACTION_WORDS = {
+    "auth.login": _("Logged in"),
+    "auth.logout": _("Logged out"),
+    "auth.login_failed": _("Failed to log in (wrong user name or password)"),
+    "auth.locked_out": _("Locked out after too many failed logins"),
+    "auth.token_locked_out": _("Locked out after too many wrong API tokens"),
+    "account.email_change_asked": _("Asked to change their email address"),
+    "account.email_change": _("Changed their email address"),
+    "job.start": _("Started a job"),
+    "job.cancel": _("Cancelled a job"),
+    "job.retry": _("Ran a job's failed photos and videos again"),
+    "job.download": _("Downloaded results"),
+    "job.face_file": _("Opened a face photo or result in the admin"),
+    "job.files_deleted": _("Deleted a job's files"),
+    "job.cluster_files_deleted": _("Deleted a job's files on the cluster"),
+    "target.replace": _("Replaced a photo or video of a job"),
+    "content_check.refused": _("The content check refused a photo or result"),
+    "booking.create": _("Asked for a GPU booking"),
+    "booking.place": _("A GPU booking was placed in the cluster's calendar"),
+    "booking.confirm": _("A GPU booking was confirmed"),
+    "booking.start": _("A GPU booking started"),
+    "booking.end": _("A GPU booking ended"),
+    "booking.refuse": _("A GPU booking was refused"),
+    "booking.cancel": _("A GPU booking was cancelled"),
+    "booking.reservation": _("The cluster reserved the GPUs of a booking"),
+    "booking.reservation_deleted": _("The cluster freed the GPUs of a booking"),
+    "booking.jobs_moved_out": _("Jobs waiting in a GPU booking were moved to the open queue"),
+    "webhook.send_again": _("Sent a webhook call again"),
+    "webhook_secret.create": _("Created a webhook secret"),
+    "webhook_secret.rotate": _("Replaced the webhook secret"),
+}
+#: "<thing>.add" and the like, written for every admin change (jobs.admin.base): the thing is named
+#: by its table's own translated name
+_CHANGE_WORDS = {
+    "add": _("Added %(thing)s"),
+    "change": _("Changed %(thing)s"),
+    "delete": _("Deleted %(thing)s"),
+}
+
+
+def action_words(action: str, target_type: str = "") -> str:
+    """What `action` (a code, e.g. "job.retry") means, in the active language; the code itself when
+    it has no words (an action added without its line in ACTION_WORDS is still shown)."""
+    if action in ACTION_WORDS:
+        return str(ACTION_WORDS[action])
+    verb = action.rpartition(".")[2]
+    if verb in _CHANGE_WORDS and target_type.count(".") == 1:
+        try:
+            thing = apps.get_model(target_type)._meta.verbose_name
+        except LookupError:
+            return action
+        return str(_CHANGE_WORDS[verb]) % {"thing": thing}
+    return action
 
 
 def record(actor, action: str, target: Any = None, details: dict | None = None, request=None):

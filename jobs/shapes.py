@@ -21,6 +21,7 @@ from django.utils.text import Truncator
 
 from jobs.job.expected import expected_finish, when_words
 from jobs.models import Job, Target, Task, Template
+from jobs.results.self_check import target_self_check_words
 
 
 @functools.lru_cache(maxsize=1024)
@@ -93,7 +94,7 @@ def job_summary(job: Job, request=None) -> dict:
         "status": job.status,
         "template": job.snapshot.slug,
         "slurm_job_id": job.slurm_job_id,
-        "progress": {"total": job.total, "done": job.done, "failed": job.failed},
+        "progress": {"total": job.total, "done": job.done, "failed": job.failed, "needs_look": job.needs_look},
         "error": job.error,
     }
 
@@ -136,11 +137,15 @@ def job_created(job: Job, request=None) -> dict:
 
 
 def template_card(template: Template) -> dict:
-    """A template as `GET /api/v1/templates` lists it (`cluster`: the value `?cluster=` of folders takes)."""
+    """A template as `GET /api/v1/templates` lists it (`cluster`: the value `?cluster=` of folders takes).
+    `name` and `description` are the admin's English, whatever the request's language; `name_zh` and
+    `description_zh` the Chinese ones ("" when the admin wrote none: a client falls back to English)."""
     return {
         "slug": template.slug,
         "name": template.name,
+        "name_zh": template.name_zh,
         "description": template.description,
+        "description_zh": template.description_zh,
         "cluster": template.cluster.slug,
         "partition": template.partition,
         "gres": template.gres,
@@ -162,7 +167,7 @@ def live_job(job: Job) -> dict:
     return {
         **job_summary(job),
         "status_label": job.get_status_display(), "owner": job.owner.get_username(),
-        "cancel_requested": job.cancel_requested, "template_name": job.snapshot.name,
+        "cancel_requested": job.cancel_requested, "template_name": job.snapshot.name_in(job.language or None),  # its owner's language: the watcher pushes these too
         "created_at": _iso(job.created_at), "started_at": _iso(job.started_at), "finished_at": _iso(job.finished_at),
         "url": reverse("job-detail", args=[job.id]),
         "expected_start": _iso(job.expected_start), "expected_finish": _iso(expected_finish(job)),
@@ -185,6 +190,8 @@ def live_target(target: Target) -> dict:
         "faces_found": target.faces_found, "faces_swapped": target.faces_swapped, "seconds": target.seconds,
         "frames": target.frames_in_progress(),
         "task_index": target.task_index,
+        # the worker's own look at the result: "" when it took (jobs.results.self_check)
+        "self_check": target.self_check, "self_check_words": target_self_check_words(target),
         "output_url": target_url("job-output", job_id, target.index) if target.output_file else None,
         "thumb_url": target_url("job-thumb", job_id, target.index) if target.thumbnail_file else None,
         "page_url": target_url("job-target", job_id, target.index),

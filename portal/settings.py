@@ -78,7 +78,7 @@ INSTALLED_APPS = [
     # Before django.contrib.auth, so that its createsuperuser (portal/management) is the one run:
     # Django's skips the password checks with --noinput.
     "portal",
-    "django.contrib.admin",
+    "portal.admin_site.PortalAdminConfig",  # django.contrib.admin, its front page in sections
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -4,18 +4,31 @@ dlib's HOG detector, the classic engine's own (the same threshold and the same u
 built into dlib: no model file, so the portal can ask on any host where the worker's packages are
 installed. Photos are looked at no bigger than CHECK_MAX_SIDE pixels: a face the worker would use
 is still well over HOG's ~80 px at that size, and the check stays around a tenth of a second.
+
+Who a face photo shows (`face_descriptor`): dlib's ResNet descriptor (128 numbers) of the face found,
+from the model files the `face_recognition_models` package ships (no download). Two descriptors
+further apart than SAME_PERSON_MAX_DISTANCE are, by dlib's own measure, two different people: the
+portal warns before a job blends their faces.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from .engines.classic import DETECT_THRESHOLD, UPSAMPLE_MAX_PIXELS
+from .errors import ModelError
 
 #: the longest side a photo is scaled down to before it is searched
 CHECK_MAX_SIDE = 1280
+#: dlib's documented threshold: descriptors further apart (Euclidean) show different people
+#: (99.38% right on the LFW benchmark)
+SAME_PERSON_MAX_DISTANCE = 0.6
+#: the files of `face_recognition_models` the descriptor needs (five landmarks align the face)
+DESCRIPTOR_MODEL_FILES = ("shape_predictor_5_face_landmarks.dat", "dlib_face_recognition_resnet_model_v1.dat")
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,38 @@ def face_crop_box(face: FoundFace, width: int, height: int, margin: float = 0.35
     return left, top, int(left + side), int(top + side)
 
 
+def face_descriptor(rgb: np.ndarray, face: FoundFace) -> list[float]:
+    """dlib's 128-number descriptor of `face` in the RGB uint8 image `rgb` (as `find_faces` found
+    it). Raises ModelError when the model files are not installed: they are never downloaded."""
+    import dlib
+
+    predictor, recogniser = _descriptor_models(dlib)
+    x1, y1, x2, y2 = face.box
+    image = np.ascontiguousarray(rgb)
+    shape = predictor(image, dlib.rectangle(int(x1), int(y1), int(x2), int(y2)))
+    return [round(float(v), 6) for v in recogniser.compute_face_descriptor(image, shape)]
+
+
+def face_distance(a, b) -> float:
+    """The Euclidean distance between two descriptors (`face_descriptor`)."""
+    return float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)))
+
+
+def descriptor_model_paths() -> tuple[str, str]:
+    """The landmark and descriptor model files, found WITHOUT importing `face_recognition_models`
+    (its import needs `pkg_resources`, which recent setuptools no longer ship)."""
+    spec = importlib.util.find_spec("face_recognition_models")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError("telling faces apart needs the face_recognition_models package (dlib's models); "
+                         "install the worker's requirements")
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "models")
+    paths = tuple(os.path.join(folder, name) for name in DESCRIPTOR_MODEL_FILES)
+    for path in paths:
+        if not os.path.isfile(path):
+            raise ModelError(f"dlib model file missing: {path} (it is not downloaded: reinstall face_recognition_models)")
+    return paths  # type: ignore[return-value]
+
+
 # One detector per THREAD: dlib's detector keeps scratch state while it runs, and two threads in one
 # detector crash the process (a segfault, seen when two Starts checked face photos at once). Django
 # serves requests on several threads, so the portal's check needs this; building one costs ~20 ms.
@@ -64,3 +109,15 @@ def _detector(dlib):
     if detector is None:
         detector = _local.detector = dlib.get_frontal_face_detector()
     return detector
+
+
+def _descriptor_models(dlib):
+    # per thread too, as the detector: dlib's models keep scratch state while they run
+    models = getattr(_local, "descriptor_models", None)
+    if models is None:
+        landmarks, resnet = descriptor_model_paths()
+        try:
+            models = _local.descriptor_models = (dlib.shape_predictor(landmarks), dlib.face_recognition_model_v1(resnet))
+        except RuntimeError as exc:
+            raise ModelError(f"cannot load dlib's models ({landmarks}, {resnet}): {exc}") from exc
+    return models

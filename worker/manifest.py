@@ -124,13 +124,15 @@ class Manifest:
     models: ModelPin | None = None
     #: the content check every output gets before it is delivered (None: off; `worker.content_safety`)
     safety: SafetySpec | None = None
+    #: look at each photo's result again (`worker.selfcheck`); written only when off, as `false`
+    self_check: bool = True
 
     @property
     def version(self) -> int:
         """The version this manifest is written as: 2 only when it needs to be (it has target roots,
         a watermark or a model pin)."""
         return 2 if (self.target_roots is not None or self.watermark or self.models is not None
-                     or self.safety is not None) else 1
+                     or self.safety is not None or not self.self_check) else 1
 
     # -- derived paths -------------------------------------------------------------------------
     @property
@@ -176,6 +178,8 @@ class Manifest:
             data["models"] = self.models.to_dict()
         if self.safety is not None:
             data["safety"] = self.safety.to_dict()
+        if not self.self_check:
+            data["self_check"] = False
         return data
 
     def dumps(self) -> str:
@@ -199,7 +203,7 @@ class Manifest:
             )
         known_fields = {"version", "job", "sources", "targets", "chunks", "output_dir", "engine"}
         if version >= 2:
-            known_fields |= {"target_roots", "watermark", "models", "safety"}
+            known_fields |= {"target_roots", "watermark", "models", "safety", "self_check"}
         unknown = set(data) - known_fields
         if unknown:
             raise ManifestError(f"unknown manifest field(s) for version {version}: {', '.join(sorted(unknown))}")
@@ -271,6 +275,7 @@ class Manifest:
             watermark=_watermark(data.get("watermark", "")),
             models=ModelPin.from_dict(data["models"]) if data.get("models") is not None else None,
             safety=SafetySpec.from_dict(data["safety"]) if data.get("safety") is not None else None,
+            self_check=_flag(data.get("self_check", True), "self_check"),
         )
 
     @classmethod
@@ -346,3 +351,9 @@ def make_chunks(n_targets: int, chunk_size: int) -> list[list[int]]:
     if n_targets < 1 or chunk_size < 1:
         raise ValueError("need at least one target and a chunk size of at least 1")
     return [list(range(i, min(i + chunk_size, n_targets))) for i in range(0, n_targets, chunk_size)]
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ManifestError(f"{what} must be true or false")
+    return value

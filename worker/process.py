@@ -22,6 +22,7 @@ from .imageio import format_for, load_image, part_path, save_image
 from .manifest import EngineOptions, is_video_name, output_name_for_image, output_name_for_video
 from .pipeline import Later
 from .selection import select_faces
+from .selfcheck import SwapCheck, check_swap
 from .tracking import SteadyFaces, decide
 
 
@@ -34,6 +35,9 @@ class Outcome:
     frames: int | None = None
     code: str = ""  # the sentence, for the portal to say in the reader's language (worker.errors.TargetError)
     params: dict = field(default_factory=dict)
+    #: a photo whose swap did not take by the engine's own measure (worker.selfcheck): its code and values
+    check: str = ""
+    check_params: dict = field(default_factory=dict)
     #: a video's stage times (`worker.pipeline.StageTimes`) and where ffmpeg ran, for logs and benches
     stages: object | None = None
     codecs: str = ""
@@ -53,6 +57,12 @@ class Swapper:
     watermark: str = ""
     #: videos: track faces across frames and smooth them (`worker.tracking`); off only to measure
     steady_video: bool = True
+    #: the faces the last `swap_frame` without a video state chose (a photo's): what `worker.selfcheck`
+    #: looks at again. One swapper serves one thread (worker.gpus gives each GPU its own).
+    last_chosen: list = field(default_factory=list, repr=False, compare=False)
+    #: look at each photo's result again (worker.selfcheck; the template may turn it off: on the CPU
+    #: engine it costs about as much as the swap)
+    self_check: bool = True
 
     def video_state(self) -> SteadyFaces | None:
         """A fresh per-video memory of the faces seen so far, or None when videos are not steadied."""
@@ -74,6 +84,7 @@ class Swapper:
         chosen = select_faces(
             self.engine, image, faces, self.options.face_selector, self.reference, self.options.reference_distance
         )
+        self.last_chosen = chosen
         if not chosen:
             return image, len(faces), 0
         out = self.engine.swap(image, chosen, self.identity)
@@ -161,7 +172,7 @@ def _video_step(swapper: Swapper, steady: SteadyFaces) -> Callable[[np.ndarray],
 
 
 def build_swapper(engine: Engine, sources: list[str], options: EngineOptions, label: dict | None = None,
-                  watermark: str = "") -> Swapper:
+                  watermark: str = "", self_check: bool = True) -> Swapper:
     """Load the source images (and the reference face) and build the identity once. `label` and
     `watermark`: what every changed output carries (`worker.provenance`)."""
     images = []
@@ -186,7 +197,7 @@ def build_swapper(engine: Engine, sources: list[str], options: EngineOptions, la
             raise SourceError("no face found in the reference face image; use a clear photo of the person to replace")
         reference = engine.embed(ref_img, ref_faces[0])
     return Swapper(engine=engine, identity=identity, options=options, reference=reference, label=label,
-                   watermark=watermark)
+                   watermark=watermark, self_check=self_check)
 
 
 def process_target(
@@ -270,10 +281,25 @@ def _process_image(swapper: Swapper, target: Path, output: Path, name: str) -> O
         return Outcome(status="no_face", faces_found=found, message=f"{what}; output is the unchanged input{note}",
                        code="no_face" if found == 0 else "no_match", params={"found": found})
     save_image(output, result, img.alpha, label=getattr(swapper, "label", None))
+    checked = _self_check(swapper, img.bgr, result)
     if left:
         return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=f"{PROFILE_LEFT}{note}",
-                       **profile)
-    return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note)
+                       check=checked.code, check_params=checked.params, **profile)
+    return Outcome(status="done", faces_found=found, faces_swapped=swapped, message=img.note,
+                   check=checked.code, check_params=checked.params)
+
+
+def _self_check(swapper: Swapper, before: np.ndarray, after: np.ndarray) -> SwapCheck:
+    """`worker.selfcheck` over the faces this photo's swap changed: those chosen, but the ones the
+    engine left as they are (turned toward profile: its `too_turned` rule, as its `swap` applies it).
+    Nothing to check with a stand-in swapper (tests) or an engine without a recogniser."""
+    engine = getattr(swapper, "engine", None)
+    chosen = getattr(swapper, "last_chosen", None)
+    if not chosen or not hasattr(engine, "embed") or not getattr(swapper, "self_check", True):
+        return SwapCheck()
+    turned = getattr(engine, "too_turned", None)
+    swapped = [f for f in chosen if turned is None or not turned(f)]
+    return check_swap(engine, swapper.identity, before, after, swapped) if swapped else SwapCheck()
 
 
 def _process_video(swapper, target: Path, output: Path, on_frames, tmp_root, name: str, poster=None,

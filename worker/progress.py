@@ -110,6 +110,9 @@ class TargetRecord:
     #: (worker.errors.TargetError); "" for a message the portal shows as it is
     code: str = ""
     params: dict = field(default_factory=dict)
+    #: a photo whose swap did not take by the engine's own measure (worker.selfcheck): "" when it did
+    check: str = ""
+    check_params: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

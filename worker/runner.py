@@ -102,7 +102,8 @@ def _more_gpus(engine, m: Manifest, models_dir, registry) -> list:
         if getattr(other, "gpu", None) != gpu:  # that GPU would not run it: fewer pipelines, not a slow one
             log.warning("GPU %d of the task cannot run the engine (%s); using %d GPU(s)", gpu, other.device, len(more) + 1)
             break
-        more.append(build_swapper(other, list(m.sources), m.engine, label=label_for(m.job), watermark=m.watermark))
+        more.append(build_swapper(other, list(m.sources), m.engine, label=label_for(m.job), watermark=m.watermark,
+                                  self_check=m.self_check))
     return more
 
 
@@ -128,7 +129,8 @@ def run_task(cfg: TaskConfig) -> int:
             # A template pinned to a model set: that folder, those hashes, or nothing runs.
             registry, models_dir = verify_pinned(m.models, registry), m.models.folder
         engine = load_engine(m.engine.name, models_dir, registry)
-        swapper = build_swapper(engine, list(m.sources), m.engine, label=label_for(m.job), watermark=m.watermark)
+        swapper = build_swapper(engine, list(m.sources), m.engine, label=label_for(m.job), watermark=m.watermark,
+                                  self_check=m.self_check)
         swappers = [swapper] + _more_gpus(engine, m, models_dir, registry)
         # The content check (issue 14), when the portal asks for one: loaded once, like the engine.
         checker = load_checker(m.safety) if m.safety is not None else None
@@ -158,6 +160,7 @@ def run_task(cfg: TaskConfig) -> int:
         if _finished_earlier(out_path):
             # A retried task (requeue, node failure) keeps what an earlier attempt finished.
             rec.status, rec.message = "skipped", "output already present from an earlier attempt"
+            rec.code = "done_earlier"  # the portal's words for it: jobs/results/target_words.py
             writer.flush()
             return
 
@@ -184,6 +187,7 @@ def run_task(cfg: TaskConfig) -> int:
         outcome = screen_output(checker, m.safety, outcome, out_path, target.is_video, poster, m.engine.max_pixels)
         rec.status, rec.message, rec.code, rec.params = outcome.status, outcome.message, outcome.code, outcome.params
         rec.faces_found, rec.faces_swapped = outcome.faces_found, outcome.faces_swapped
+        rec.check, rec.check_params = outcome.check, outcome.check_params
         rec.seconds = round(time.perf_counter() - t1, 3)
         if outcome.frames is not None:
             rec.frames_done = rec.frames_total = outcome.frames

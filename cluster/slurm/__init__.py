@@ -65,6 +65,7 @@ from .reservations import (
     NodeGpus,
     SlurmReservation,
     gpu_inventory_argv,
+    job_leave_reservation_argv,
     parse_gpu_inventory,
     parse_reservations,
     parse_slurm_time,
@@ -90,5 +91,5 @@ __all__ = [
     "SlurmReservation", "NodeGpus", "GpuUse", "REFUSAL_CODES", "reservation_create_argv", "reservation_update_argv",
     "reservation_delete_argv", "reservations_show_argv", "parse_reservations", "reservation_refusal",
     "gpu_inventory_argv", "parse_gpu_inventory", "gpu_history_argv", "parse_gpu_history", "expand_hostlist",
-    "slurm_time", "parse_slurm_time", "window_minutes",
+    "slurm_time", "parse_slurm_time", "window_minutes", "job_leave_reservation_argv",
 ]

@@ -158,6 +158,17 @@ def reservation_delete_argv(name: str) -> list[str]:
     return ["scontrol", "delete", "reservationname=" + _checked(_RESERVATION_NAME, "reservation name", name)]
 
 
+_JOB_ID = re.compile(r"[0-9]{1,20}")
+
+
+def job_leave_reservation_argv(job_id: str) -> list[str]:
+    """`scontrol update jobid=<id> reservation=`: a waiting job (every waiting task of an array) leaves
+    its reservation and joins the open queue; a blank value clears it (scontrol's man page). Cancelling
+    a booking does this first: a reservation with jobs waiting in it cannot be deleted ("in_use").
+    Tasks already running keep it; scontrol says "Job is no longer pending execution" for them."""
+    return ["scontrol", "update", "jobid=" + _checked(_JOB_ID, "job id", str(job_id)), "reservation="]
+
+
 def reservations_show_argv(name: str | None = None) -> list[str]:
     """Every reservation (or one), one line each. 22.05's scontrol has no --json. An unknown name
     exits 1 printing "Reservation NAME not found" on stdout: parse it, do not `check=True`."""

@@ -66,12 +66,12 @@ class ClusterProfileAdmin(AuditedAdmin):
     actions = ("test_connection",)
     list_display = ("name", "host", "port", "username", "work_root", "is_active", "unreachable_since")
     list_filter = ("is_active",)
-    search_fields = ("name", "slug", "host")
+    search_fields = ("name", "name_zh", "slug", "host")
     prepopulated_fields = {"slug": ("name",)}
     readonly_fields = ("key_status", "last_contact_at", "unreachable_since", "last_error", "max_array_size",
                        "max_job_count", "slurm_release")
     fieldsets = (
-        (None, {"fields": ("name", "slug", "is_active")}),
+        (None, {"fields": ("name", "name_zh", "slug", "is_active")}),
         (_("SSH"), {"fields": ("host", "port", "username", "key_status", "private_key", "known_hosts")}),
         (_("Folders"), {"fields": ("work_root", "target_roots", "path_mapping", "worker_python", "worker_path",
                                    "models_dir")}),

@@ -17,7 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -88,13 +88,16 @@ class UsageRecordAdmin(AuditedAdmin):  # deleting a record is a refund: audited
         periods = last_months(months, now)
         totals = usage_by(group=group, months=months, now=now)
         by_user, by_group = report_tables(usage_rows(months, now, group=group), periods, only_group=group)
+        for row in (*by_user, *by_group):
+            row["total_text"] = hours_text(row["total"])
+            row["cells"] = [(h, hours_text(h)) for h in row["hours"]]
         context = {
             **self.admin_site.each_context(request),
             "title": _("Usage report"),
             "opts": self.model._meta,
             "periods": periods,
             "totals": totals,
-            "total_hours": sum(m.gpu_hours for m in totals),
+            "total_hours": hours_text(sum(m.gpu_hours for m in totals)),
             "chart": bar_chart(totals, current=periods[-1]),
             "by_user": by_user,
             "by_group": by_group,
@@ -121,6 +124,17 @@ class UsageRecordAdmin(AuditedAdmin):  # deleting a record is a refund: audited
                              user.email if user else "", ";".join(g.name for g in user.groups.all()) if user else "",
                              r["jobs"], f"{r['gpu_seconds'] / 3600:.4f}", f"{r['cpu_seconds'] / 3600:.4f}"])
         return response
+
+
+def hours_text(hours: float) -> str:
+    """GPU-hours in the report: two decimals, so that small jobs still show and a column adds up to
+    its total (0.04 + 0.04 = 0.08, where one decimal said 0.0 + 0.0 = 0.1); "<0.01" for a little
+    use that two decimals would round to nothing; "0" for none."""
+    if not hours:
+        return "0"
+    if hours < 0.005:
+        return "<0.01"
+    return formats.number_format(hours, 2, force_grouping=True)
 
 
 def _users_with_groups(ids) -> dict:

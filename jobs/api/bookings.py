@@ -29,6 +29,9 @@ def booking_shape(booking: Booking, request=None) -> dict:
     reason = booking.reason
     if not reason and booking.state in (BookingState.CONFIRMED, BookingState.ACTIVE) and not booking.reservation_made:
         reason = _("Confirmed; the reservation is being made on the cluster.")
+    if booking.is_cancelling:
+        reason = _("Cancelling: the cluster has not released the GPUs yet (jobs still run inside the booking, or "
+                   "the release is under way). The portal asks again every 2 minutes.")
     path = reverse("api-booking", args=[booking.pk])
     return {
         "id": str(booking.pk),

@@ -80,6 +80,7 @@ def _create_job(request) -> JsonResponse:
             face_selector=data.get("face_selector", "").strip() or None, reference=request.FILES.get("reference"),
             reference_uploads=_upload_ids(data, "reference_uploads"),
             booking=data.get("booking", "").strip() or None,  # a GPU booking's id: run in its reservation
+            mixed_faces_ok=data.get("mixed_faces_ok", "").strip().lower() in TRUE_WORDS,  # the face photos: one person
         )
     except StartError as exc:
         response = error(exc.message, 400, exc.field)

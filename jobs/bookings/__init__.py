@@ -9,7 +9,7 @@ clusters without ever booking beyond the inventory, and Slurm holds the time wit
 
 Modules, by word: request (the seed's JSON), capacity (free GPUs per window), place (matching,
 capacity, quota, race-safe), lifecycle (state changes), reservations (Slurm, over SSH, in RQ),
-inventory (GPUs counted on the cluster), beat (what time moves on), offpeak (quiet hours).
+inventory (GPUs counted on the cluster, new types made bookable), beat (what time moves on), offpeak (quiet hours).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from jobs.bookings.beat import tick
 from jobs.bookings.capacity import bookable, earliest_fit, free_gpus
-from jobs.bookings.inventory import count_gpus, refresh_inventory
+from jobs.bookings.inventory import count_due, count_gpus, refresh_inventory
 from jobs.bookings.lifecycle import cancel, confirm, refuse, reservation_name
 from jobs.bookings.place import book, matching_types, place_waiting
 from jobs.bookings.request import BookingError, BookingRequest, parse_request, round_up
@@ -28,7 +28,7 @@ from jobs.models import Booking, BookingState
 __all__ = [
     "BookingError", "BookingRequest", "parse_request", "round_up", "book", "matching_types", "place_waiting",
     "cancel", "confirm", "refuse", "reservation_name", "usable_bookings", "free_gpus", "bookable", "earliest_fit",
-    "tick", "refresh_inventory", "count_gpus",
+    "tick", "refresh_inventory", "count_gpus", "count_due",
 ]
 
 

@@ -54,23 +54,35 @@ def free_gpus(gpu_type: GpuType, start: datetime, end: datetime, *, policy: Book
     return max(0, bookable(gpu_type, policy) - peak_held(_holding(gpu_type, start, end, exclude), start, end))
 
 
+#: Slurm makes a reservation that starts "now" at once (scontrol's starttime=now), so "as soon as
+#: possible" needs no lead: only the step to the next whole minute, Slurm's unit of a reservation
+ASAP_STEP_MINUTES = 1
+
+
+def asap_start(now: datetime) -> datetime:
+    """The earliest start an "as soon as possible" booking can have: the next whole minute."""
+    return round_up(now, ASAP_STEP_MINUTES)
+
+
 def earliest_fit(gpu_type: GpuType, count: int, minutes: int, now: datetime | None = None, *,
                  policy: BookingPolicy | None = None, exclude=None) -> datetime | None:
-    """The earliest unit-aligned start from `now` within the policy's horizon where `count` GPUs of
-    the type are free for `minutes`; None when there is none.
+    """The earliest start from `now` within the policy's horizon where `count` GPUs of the type are
+    free for `minutes`; None when there is none. "As soon as possible" means it: the next whole
+    minute when the GPUs are free now (not the next booking unit: that once booked 29 minutes ahead),
+    else the moment a holding booking ends.
 
-    Free capacity only grows where a booking ends, so the candidates are the first boundary from now
-    and every holding booking's end (rounded up to the unit): one query, however many bookings.
+    Free capacity only grows where a booking ends, so the candidates are now and every holding
+    booking's end: one query, however many bookings.
     """
     policy = policy or BookingPolicy.current()
     now = now or timezone.now()
     if count > bookable(gpu_type, policy):
         return None
     length = timedelta(minutes=minutes)
-    first = round_up(now, policy.unit_minutes)
+    first = asap_start(now)
     last = now + timedelta(days=policy.max_days_ahead)
     rows = _holding(gpu_type, first, last + length, exclude)
-    candidates = sorted({first, *(round_up(e, policy.unit_minutes) for _s, e, _g in rows if e > first)})
+    candidates = sorted({first, *(round_up(e, ASAP_STEP_MINUTES) for _s, e, _g in rows if e > first)})
     limit = bookable(gpu_type, policy)
     for start in candidates:
         if start > last:

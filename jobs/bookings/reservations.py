@@ -20,13 +20,17 @@ import cluster
 import jobs.bookings.lifecycle as lifecycle
 from jobs import audit
 from jobs.background import enqueue
-from jobs.models import Booking, BookingState, GpuType
+from jobs.models import Booking, BookingState, GpuType, Job, JobStatus
 from jobs.models.booking import FINAL_BOOKING_STATES
 
 log = logging.getLogger(__name__)
 
 #: seconds scontrol may take to answer
 SCONTROL_TIMEOUT = 60
+#: a job in these has not started on the cluster: cancelling its booking moves it to the open queue
+WAITING_STATUSES = (JobStatus.QUEUED, JobStatus.SUBMITTING, JobStatus.PENDING)
+
+
 def _refusal_reason(code: str) -> str:
     """What the owner reads when Slurm would not make the reservation (a cluster.reservation_refusal code)."""
     if code in ("busy", "overlap"):
@@ -112,15 +116,48 @@ def make_reservation(booking_id: str) -> None:
         delete_reservation(booking_id)
 
 
+def move_waiting_jobs_out(booking: Booking) -> int:
+    """The booking's jobs not started yet leave its reservation and join the open queue (a
+    reservation with jobs waiting in it cannot be deleted: "Requested reservation is in use").
+    One round trip for all of them; a job Slurm moved (or has not got yet) no longer belongs to the
+    booking. Returns how many moved. Jobs already running keep the reservation until they end."""
+    waiting = list(Job.objects.filter(booking=booking, status__in=WAITING_STATUSES).values_list("pk", "slurm_job_id"))
+    in_slurm = [(pk, slurm_id) for pk, slurm_id in waiting if slurm_id]
+    moved = [pk for pk, slurm_id in waiting if not slurm_id]  # submitted later, into the open queue
+    if in_slurm:
+        results = cluster.runner_for(booking.cluster).run_batch(
+            [cluster.job_leave_reservation_argv(slurm_id) for _pk, slurm_id in in_slurm], timeout=SCONTROL_TIMEOUT)
+        for (pk, slurm_id), result in zip(in_slurm, results):
+            if result.rc == 0:
+                moved.append(pk)
+            else:
+                log.warning("booking %s: job %s stays in the reservation: %s", booking.pk, slurm_id,
+                            _slurm_words(result))
+    if moved:
+        Job.objects.filter(pk__in=moved, booking=booking).update(booking=None)
+        audit.record(None, "booking.jobs_moved_out", target=booking, details={"jobs": [str(pk) for pk in moved]})
+    return len(moved)
+
+
 def delete_reservation(booking_id: str) -> None:
-    """RQ task: delete the reservation of a cancelled or refused booking (gone already counts as done)."""
+    """RQ task: delete the reservation of a cancelled or refused booking (gone already counts as done),
+    after moving the jobs still waiting in it to the open queue.
+
+    Slurm refuses while jobs RUN in it ("in_use"): then the booking stays "cancelling" (final, its
+    reservation still made; the pages say so) and the beat asks again every RESERVATION_RETRY_AFTER,
+    until the jobs end or the reservation's own end removes it."""
     booking = Booking.objects.select_related("cluster").filter(pk=booking_id).first()
     if booking is None or not booking.reservation_made or booking.state not in FINAL_BOOKING_STATES:
         return
+    move_waiting_jobs_out(booking)
     result = cluster.runner_for(booking.cluster).run(cluster.reservation_delete_argv(booking.reservation_name),
                                                      timeout=SCONTROL_TIMEOUT)
     said = _slurm_words(result)
-    if result.rc != 0 and cluster.reservation_refusal(result.stderr + result.stdout) != "not_found":
+    code = cluster.reservation_refusal(result.stderr + result.stdout) if result.rc != 0 else ""
+    if code == "in_use":
+        log.info("booking %s: reservation %s still in use; the beat asks again", booking.pk, booking.reservation_name)
+        return
+    if code and code != "not_found":
         raise cluster.SlurmError(f"scontrol did not delete reservation {booking.reservation_name}: {said}")
     Booking.objects.filter(pk=booking.pk).update(reservation_made=False)
     audit.record(None, "booking.reservation_deleted", target=booking,

@@ -11,12 +11,16 @@ with "Process the rest", in the open queue.
 """
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import datetime
 
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
-from jobs.models import Booking, BookingState
+from jobs.bookings.reservations import WAITING_STATUSES
+from jobs.models import Booking, BookingState, Job, JobStatus
+from jobs.moments import moment_words
 from jobs.quotas.messages import plain_duration
 
 
@@ -83,3 +87,65 @@ def job_outlasts_booking(job, now: datetime | None = None) -> str:
         return ""
     return outlast_warning(job.booking, work_seconds(job.snapshot, job.total, seconds_per_photo(job)),
                            now or timezone.now())
+
+
+def waiting_words(job, now: datetime | None = None) -> str:
+    """Why a job inside a booking waits, in plain words ("" when it does not wait, or the booking
+    cannot say more than the job's own reason): its booking has not begun, or the booking's GPUs
+    are all taken by the user's other jobs in it. Slurm only says "Reservation" or "Resources"."""
+    from django.utils import timezone
+
+    booking = job.booking
+    if booking is None or job.status not in WAITING_STATUSES or booking.is_final or booking.starts_at is None:
+        return ""
+    now = now or timezone.now()
+    if booking.starts_at > now:
+        return _("Waiting for your GPU booking “%(name)s” to start at %(when)s.") % {
+            "name": booking.task_name, "when": moment_words(booking.starts_at, now)}
+    others = (Job.objects.filter(booking=booking, status=JobStatus.RUNNING).exclude(pk=job.pk)
+              .values_list("name", flat=True))
+    names = [n or _("Untitled job") for n in others[:3]]
+    if names:
+        return ngettext(
+            "Waiting for a GPU in your booking “%(name)s”: its %(count)d GPU is in use by your other job "
+            "%(jobs)s. This job starts when it is free.",
+            "Waiting for a GPU in your booking “%(name)s”: its %(count)d GPUs are in use by your other jobs "
+            "%(jobs)s. This job starts when one is free.", booking.gpu_count) % {
+            "name": booking.task_name, "count": booking.gpu_count, "jobs": ", ".join(f"“{n}”" for n in names)}
+    return _("Waiting for a GPU in your booking “%(name)s”; the booking has begun, so it starts in a moment.") % {
+        "name": booking.task_name}
+
+
+@dataclasses.dataclass
+class JobsInside:
+    """The active jobs inside one booking, as its cancel dialog lists them."""
+
+    waiting: list = dataclasses.field(default_factory=list)
+    running: list = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def words(self) -> list[str]:
+        """What cancelling does to them, one sentence each (none when the booking has no job)."""
+        said = []
+        if self.waiting:
+            said.append(ngettext("%(count)d job waiting inside it will join the normal queue.",
+                                 "%(count)d jobs waiting inside it will join the normal queue.",
+                                 len(self.waiting)) % {"count": len(self.waiting)})
+        if self.running:
+            said.append(ngettext("%(count)d job running inside it keeps running; the GPUs are released when it ends.",
+                                 "%(count)d jobs running inside it keep running; the GPUs are released when they end.",
+                                 len(self.running)) % {"count": len(self.running)})
+        return said
+
+
+def jobs_inside(bookings) -> dict:
+    """{booking id: JobsInside} for every booking of `bookings` (one query)."""
+    found = {b.pk: JobsInside() for b in bookings}
+    rows = (Job.objects.filter(booking__in=list(found), status__in=(*WAITING_STATUSES, JobStatus.RUNNING))
+            .only("id", "name", "status", "booking_id").order_by("created_at"))
+    for job in rows:
+        inside = found[job.booking_id]
+        (inside.running if job.status == JobStatus.RUNNING else inside.waiting).append(job)
+    return found

@@ -9,6 +9,7 @@ user's mistake, and the job waits to be submitted as before (jobs.job.submit cou
 from __future__ import annotations
 
 import logging
+import posixpath
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
@@ -58,7 +59,7 @@ def count_folder(profile, path: str) -> FolderCount:
         runner = cluster.runner_for(profile)
         listing = list_folder_in_roots(runner, path, roots, timeout=CHECK_TIMEOUT_S)
     except PathNotAllowed:
-        return FolderCount(path, problem=_("That folder is outside the folders you may use. Pick one with the folder browser."))
+        return FolderCount(path, problem=outside_words(path, roots, runner))
     except RemoteFileError as exc:
         words = {2: _("There is no folder %(folder)s on the cluster. Check the spelling, or pick it with Browse."),
                  20: _("%(folder)s is a file, not a folder. Pick the folder that holds it."),
@@ -74,3 +75,40 @@ def count_folder(profile, path: str) -> FolderCount:
         return FolderCount(listing.path, problem=_("There are no photos or videos directly in %(folder)s (sub-folders "
                                                    "are not searched). Pick the folder that holds them.") % {"folder": path})
     return FolderCount(listing.path, images=images, videos=videos)
+
+
+#: at most this many folders are tried for "Did you mean …?" (one listing each)
+SUGGESTIONS_TRIED = 4
+
+
+def suggestions(path: str, roots: list[str]) -> list[str]:
+    """Where a folder typed outside the allowed roots may really be, nearest first: a relative
+    `ux3/photos` under each root; an absolute `/storage/ux3/photos` under a root whose last folder
+    (`/srv/ffportal/storage`) it names. Pure: nothing is asked of the cluster."""
+    parts = [p for p in path.strip().split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        return []
+    clean = [r.rstrip("/") or "/" for r in roots]
+    if not path.strip().startswith("/"):
+        return [posixpath.join(r, *parts) for r in clean]
+    found = []
+    for root in clean:
+        name = posixpath.basename(root)
+        if name in parts:
+            rest = parts[parts.index(name) + 1:]
+            found.append(posixpath.join(root, *rest) if rest else root)
+    return found
+
+
+def outside_words(path: str, roots: list[str], runner) -> str:
+    """The refusal of a folder outside the allowed roots, with the folder it likely meant when one
+    of `suggestions` exists on the cluster, else the allowed roots themselves."""
+    for candidate in suggestions(path, roots)[:SUGGESTIONS_TRIED]:
+        try:
+            list_folder_in_roots(runner, candidate, roots, timeout=CHECK_TIMEOUT_S)
+        except ClusterError:  # missing, outside through a link, or not answering: no suggestion
+            continue
+        return _("%(folder)s is not one of the folders you may use. Did you mean %(suggestion)s?") % {
+            "folder": path, "suggestion": candidate}
+    return _("%(folder)s is outside the folders you may use. Folders you may use: %(roots)s. Pick one with the "
+             "folder browser.") % {"folder": path, "roots": ", ".join(roots)}

@@ -5,6 +5,10 @@ Which targets are retried:
   every target that failed or was cancelled, or never got a result (a lost job). One that failed
   for its own reasons (a damaged file) is retried too: its file may have been replaced since
   (`replace_file`), and otherwise the user asked. No face found is not a failure.
+  A damaged file in the user's own CLUSTER folder is the exception: nothing can be uploaded in its
+  place, so it is taken again only once it has changed since the last attempt began (exported
+  again into the folder; `still_damaged` asks the cluster); otherwise Retry says so instead of
+  making an attempt that fails the same way.
 - by the watcher (`auto_retry`): only targets whose TASK died (out of memory, node failure), never
   one that failed for its own reasons, which would fail again.
 The manifest of the first attempt stays valid: the new attempt is ONE sbatch with `--array=<the
@@ -24,23 +28,28 @@ attempt already submitted by its Slurm name (`Job.slurm_name` names the attempt)
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
 from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Q
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from cluster import is_terminal
+import cluster
+from cluster import ClusterError, is_terminal
 from jobs import audit
 from jobs.background import enqueue
 from jobs.errors import UploadRejected
 from jobs.job import attempts, lifecycle
 from jobs.models import Job, JobAttempt, JobStatus, Target, TargetStatus, Task
+from jobs.results.target_words import WORDS
 from jobs.uploads.content import check_upload, safe_name
 from worker.manifest import IMAGE_EXTENSIONS, is_video_name
 
@@ -93,12 +102,15 @@ def retry_failed(job: Job, actor=None, request=None, *, task_indexes=None, mem: 
     memory per task; `auto` marks a retry the watcher made (from `pending`/`running`, before the
     job was finalised) rather than the user (from a final state), and `kinds` what it answers.
     """
+    # asked of the cluster before the transaction: no lock is held while SSH answers
+    unchanged = set() if auto else {t.pk for t in still_damaged(job)}
     with transaction.atomic():
         job.refresh_from_db()
         if job.status not in (lifecycle.TRANSITIONS["auto_retry" if auto else "retry"].sources) \
                 or (job.cancel_requested and auto):
             return False
         targets = retryable_targets(job, task_indexes, auto=auto)
+        targets = [t for t in targets if t.pk not in unchanged]
         if not targets:
             return False
         task_rows = list(job.tasks.all())
@@ -179,7 +191,72 @@ def retry_refusal(job: Job) -> str:
         return _("This job is still %(status)s; retry once it has ended.") % {"status": job.get_status_display()}
     if not job.failed and job.status == JobStatus.COMPLETED:
         return _("Every photo and video of this job is done; there is nothing to retry.")
+    damaged = damaged_in_folder(job)
+    if damaged and len(damaged) == len(retryable_targets(job)):  # only those, and none changed (retry_failed)
+        return ngettext("%(n)s damaged file is still the same: export it again into %(folder)s first, then choose "
+                        "Retry failed.",
+                        "%(n)s damaged files are still the same: export them again into %(folder)s first, then "
+                        "choose Retry failed.", len(damaged)) % {"n": len(damaged), "folder": job.target_folder}
     return _("Nothing to retry: every photo and video of this job is done.")
+
+
+#: seconds the cluster may take to say when the damaged files last changed
+RECHECK_TIMEOUT_S = 15
+
+
+def damaged_in_folder(job: Job) -> list[Target]:
+    """The failed targets of a folder job whose file is damaged (what the watcher wrote of them:
+    jobs.results.target_words, "damaged_in_folder", in any of the site's languages)."""
+    if not job.target_folder:
+        return []
+    failed = Target.objects.filter(job=job, status=TargetStatus.FAILED, failed_with_task=False).order_by("index")
+    return [t for t in failed if any(p.fullmatch(t.message) for p in _damaged_patterns())]
+
+
+@functools.cache
+def _damaged_patterns() -> tuple[re.Pattern, ...]:
+    out = []
+    for code, _name in settings.LANGUAGES:
+        with translation.override(code):
+            words = re.escape(_(WORDS["damaged_in_folder"]))
+        for value in ("name", "folder"):
+            words = words.replace(re.escape(f"%({value})s"), ".+")
+        out.append(re.compile(words, re.DOTALL))
+    return tuple(out)
+
+
+def still_damaged(job: Job) -> list[Target]:
+    """The damaged files of a folder job (`damaged_in_folder`) that have not changed since its last
+    attempt was submitted: the cluster is asked when each was last written. A cluster that does
+    not answer, or a file it cannot say, counts as changed: that is not the user's mistake."""
+    damaged = damaged_in_folder(job)
+    if not damaged or job.submitted_at is None:
+        return []
+    paths = [t.cluster_path for t in damaged]
+    try:
+        answer = cluster.runner_for(job.cluster).run(changed_at_command(paths), timeout=RECHECK_TIMEOUT_S)
+    except ClusterError as exc:
+        log.info("job %s: damaged files not re-checked: %s", job.id, exc)
+        return []
+    changed_at = parse_changed_at(answer.stdout)
+    since = job.submitted_at.timestamp()
+    return [t for t in damaged if t.cluster_path in changed_at and changed_at[t.cluster_path] <= since]
+
+
+def changed_at_command(paths: list[str]) -> list[str]:
+    """`stat`'s argument list for when each of `paths` was last written: "<seconds> <path>", each
+    ended by a NUL (a file name may hold a line break)."""
+    return ["stat", "--printf", "%Y %n\\0", "--", *paths]
+
+
+def parse_changed_at(stdout: str) -> dict[str, int]:
+    """{path: seconds since the epoch} from `changed_at_command`'s output (missing files are absent)."""
+    out = {}
+    for entry in stdout.split("\0"):
+        seconds, _sep, path = entry.partition(" ")
+        if path and seconds.isdigit():
+            out[path] = int(seconds)
+    return out
 
 
 #: where replaced files are kept, under the job's private media folder (and how stage_retry knows them)

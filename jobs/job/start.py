@@ -22,14 +22,16 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from cluster import PathNotAllowed, check_in_roots
-from jobs import audit, content_safety
+from jobs import audit, content_safety, webhooks
 from jobs.background import enqueue
 from jobs.bookings.use import usable_booking
 from jobs.clusters.folder_check import count_folder
-from jobs.errors import StartError, UploadRejected
+from jobs.errors import QuotaExceeded, StartError, UploadRejected
 from jobs.job.priority import qos_for
 from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
-from jobs.quotas import check_job_size, check_quota
+from jobs.models.job import PREVIEW_PHOTOS
+from jobs.quotas import check_folder_targets, check_job_size, check_quota, check_targets_per_job, effective_limits
+from jobs.uploads import identity
 from jobs.uploads import store as upload_store
 from jobs.uploads.content import check_upload, safe_name, unique_name, without_hidden_characters
 from jobs.uploads.on_complete import check_face
@@ -76,7 +78,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
               target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
               callback_url: str = "", request=None, source_uploads=(), target_uploads=(),
               face_selector: str | None = None, reference: UploadedFile | None = None, reference_uploads=(),
-              booking=None) -> Job:
+              booking=None, mixed_faces_ok: bool = False, is_preview: bool = False) -> Job:
     """Create a queued job (and enqueue its submission on commit), or raise StartError listing every
     problem found (a QuotaExceeded when only a quota refuses it). Files come sent with the request
     (`sources`, `target_files`) or sent ahead (`source_uploads`, `target_uploads`: ids of the user's
@@ -84,6 +86,8 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
     "reference" a photo of the person (`reference`, or one of `reference_uploads`).
     `booking`: the id of one of the user's usable GPU bookings on the template's cluster, whose Slurm
     reservation the job is submitted into (None or "": the open queue).
+    `is_preview`: a preview of a job-to-be (jobs.job.preview): a folder counts as its first
+    PREVIEW_PHOTOS photos, and no program is called back when it ends.
     `request`, when given, only feeds the audit log."""
     sources, target_files = sources or [], target_files or []
     problems: list[tuple[str | None, str]] = []
@@ -95,26 +99,37 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
     has_files = bool(target_files or target_uploads)
     sent_sources, sent_targets = _checked_uploads(user, sources, target_files, source_uploads, target_uploads,
                                                   target_folder, has_files, problems, request)
+    problems += identity.mixed_faces_problems(sources, sent_sources, mixed_faces_ok)  # one person's faces only
     selector, sent_reference = _which_faces(user, template, face_selector, reference, reference_uploads, problems)
     files = _StartFiles(sources, target_files, reference, sent_sources, sent_targets, sent_reference)
     profile = template.cluster if template else None
+    by_quota = False  # only a quota refuses: QuotaExceeded, as check_quota would say
     if profile is not None:
-        try:  # a folder is counted after listing
-            check_job_size(profile, files.n_targets)
+        counted = None  # a folder's photos and videos, as its cluster counted them (None: not known yet)
+        if target_folder and not has_files:
+            target_folder, counted = _checked_folder(profile, target_folder, problems)
+            if is_preview and counted is not None:
+                counted = min(counted, PREVIEW_PHOTOS)  # jobs.job.submit takes only those
+        try:  # the limits of one job, before there is one (check_quota asks again, under its lock)
+            if counted is None:
+                check_job_size(profile, files.n_targets)
+                check_targets_per_job(effective_limits(user), files.n_targets)
+            else:
+                check_folder_targets(user, counted, profile)
         except StartError as exc:
             problems.append((exc.field, exc.message))
-        if target_folder and not has_files:
-            target_folder = _checked_folder(profile, target_folder, problems)
+            by_quota = isinstance(exc, QuotaExceeded)
     chosen_booking = usable_booking(user, booking, profile, problems) if booking else None
+    callback_url = "" if is_preview else _checked_callback(callback_url, problems)
     if problems:
-        raise StartError.of(problems)
+        raise (QuotaExceeded if by_quota and len(problems) == 1 else StartError).of(problems)
 
     # The QOS is decided now and frozen with the template (jobs.job.priority).
     snapshot = dataclasses.replace(template.snapshot(), face_selector=selector, qos=qos_for(user, template))
     job = Job(owner=user, name=without_hidden_characters(name).strip()[:200], template=template,
               template_snapshot=snapshot.to_json(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url,
-              booking=chosen_booking,
+              booking=chosen_booking, is_preview=is_preview,
               language=translation.get_language() or "")  # what is written about it later is in it
     # Folder targets are counted on the cluster after Start (jobs.job.submit re-checks the count).
     _save(user, job, files, n_targets=files.n_targets if has_files else None, request=request)
@@ -278,19 +293,35 @@ def _use_up(user, uploads: list[Upload]) -> None:
         raise StartError(_("These files were just used by another Start; choose them again."), "targets")
 
 
-def _checked_folder(profile, target_folder: str, problems: list) -> str:
-    """The folder, normalised, if it is allowed and holds photos or videos (asked of the cluster);
-    else a problem. A cluster that does not answer is not the user's mistake: the folder is taken."""
+def _checked_folder(profile, target_folder: str, problems: list) -> tuple[str, int | None]:
+    """The folder, normalised, if it is allowed and holds photos or videos (asked of the cluster),
+    with how many (Start then holds them to the limits of one job: a folder over a limit was a
+    failed job once); else a problem. A cluster that does not answer is not the user's mistake:
+    the folder is taken, its count unknown (None; jobs.job.submit counts it again)."""
     try:
         target_folder = check_in_roots(target_folder, list(profile.target_roots))
     except PathNotAllowed:
         problems.append(("target_folder", _("That folder is outside the folders you may use. Pick one with the folder browser.")))
-        return target_folder
-    if settings.FOLDER_CHECK_ON_START:
-        found = count_folder(profile, target_folder)
-        if found.problem:
-            problems.append(("target_folder", found.problem))
-    return target_folder
+        return target_folder, None
+    if not settings.FOLDER_CHECK_ON_START:
+        return target_folder, None
+    found = count_folder(profile, target_folder)
+    if found.problem:
+        problems.append(("target_folder", found.problem))
+    return target_folder, found.images + found.videos if found.ok and found.reachable else None
+
+
+def _checked_callback(callback_url: str, problems: list) -> str:
+    """The callback URL (stripped; "" for none) a program is called at when the job ends, if the
+    portal may call it (jobs.webhooks.guard: http or https, no private address); else a problem."""
+    callback_url = (callback_url or "").strip()
+    if not callback_url:
+        return ""
+    if len(callback_url) > Job._meta.get_field("callback_url").max_length:
+        problems.append(("callback_url", _("The callback URL is too long.")))
+    elif problem := webhooks.check_callback_url(callback_url):
+        problems.append(("callback_url", problem))
+    return callback_url
 
 
 def _named(f: UploadedFile, name: str | None = None) -> UploadedFile:

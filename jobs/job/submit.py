@@ -40,12 +40,13 @@ from jobs.job.start import is_media_name
 from jobs.live.protocol import publish_job
 from jobs.log_context import bind, log_context
 from jobs.models import ClusterProfile, Job, JobStatus, Target, TargetStatus, Task
+from jobs.models.job import PREVIEW_PHOTOS
 from jobs.ops import metrics as ops_metrics
 from jobs.quotas import check_folder_targets
 from jobs.uploads.content import safe_name, unique_name, without_hidden_characters
 from jobs.words import in_language_of
 from worker.layout import LOG_NAME_PATTERN
-from worker.manifest import EngineOptions, Manifest, default_output_name, make_chunks
+from worker.manifest import EngineOptions, Manifest, default_output_name, is_video_name, make_chunks
 from worker.manifest import Target as ManifestTarget
 from worker.modelset import ModelPin
 
@@ -231,6 +232,7 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         # Issue 14: the template's visible watermark and pinned model set, as frozen at Start.
         watermark=snap.watermark, models=ModelPin.from_dict(snap.model_set) if snap.model_set else None,
         safety=content_safety.manifest_spec(),  # the content check of every result, when an admin turned it on
+        self_check=bool(snap.self_check),
     )
     runner.put_bytes(manifest.dumps().encode(), folder.manifest)
 
@@ -324,6 +326,11 @@ def _targets_from_folder(runner, job: Job, chunk_size: int) -> None:
         raise SubmitRejected(_("The folder %(folder)s cannot be read on the cluster: %(why)s.") % {
             "folder": job.target_folder, "why": FOLDER_ERRORS.get(exc.errno, FOLDER_ERRORS[2])} + " " + PICK_AGAIN) from None
     entries = [e for e in listing.entries if e.type == "file" and is_media_name(e.name) and not e.name.startswith(".")]
+    if job.is_preview:  # its first photos, in the folder's order (jobs.job.preview)
+        entries = [e for e in entries if not is_video_name(e.name) and not e.refused][:PREVIEW_PHOTOS]
+        if not entries:
+            raise SubmitRejected(_("A preview runs on photos, and the folder %(folder)s has none. Start the whole "
+                                   "job instead.") % {"folder": job.target_folder})
     # Only now is the folder's target count known: the targets-per-job quota is checked here.
     # Its GPU-hours are NOT refused here (the job was accepted at Start); its estimate grows with
     # Job.total below and weighs on the owner's next Start (jobs.quotas).

@@ -21,7 +21,7 @@ from django.db.models import Count, Q
 from django.utils.translation import gettext_lazy as _
 
 from jobs.models import Job, TargetStatus
-from jobs.models.job import OK_TARGET_STATUSES
+from jobs.models.job import NEEDS_LOOK, OK_TARGET_STATUSES
 
 #: A task's badge colour (the CSS class `task-<colour>`) for each Slurm state that is not a failure.
 #: The one definition: the server's page uses it through `task_state_class` (jobs.web.templatetags.portal), the live script gets
@@ -47,6 +47,8 @@ TARGET_FILTERS: dict[str, tuple] = {
     # a cancelled one is not done yet either (Retry runs it): the count, total - done - failed, holds it
     "todo": (_("Not done yet"), (TargetStatus.WAITING, TargetStatus.RUNNING, TargetStatus.CANCELLED)),
     "done": (_("Done"), OK_TARGET_STATUSES),
+    # done, but the worker's own look at the result flagged it (jobs.results.self_check)
+    "look": (_("Needs a look"), (TargetStatus.DONE,)),
 }
 
 #: a task's group, from its badge colour (jobs.web.templatetags.portal), so a filter and a colour
@@ -138,7 +140,8 @@ class Slice:
 def target_counts(job: Job) -> dict[str, int]:
     """How many targets each filter holds, from the Job row's counters (no query)."""
     done, failed = job.done, job.failed
-    return {"all": job.total, "failed": failed, "done": done, "todo": max(job.total - done - failed, 0)}
+    return {"all": job.total, "failed": failed, "done": done, "todo": max(job.total - done - failed, 0),
+            "look": job.needs_look}
 
 
 def _clamp(page: int, matching: int, per_page: int) -> int:
@@ -150,7 +153,9 @@ def target_slice(job: Job, view: View, per_page: int = TARGETS_PER_PAGE) -> Slic
     page = _clamp(view.page, matching, per_page)
     rows = job.targets.order_by("index")
     statuses = TARGET_FILTERS[view.show][1]
-    if statuses is not None:
+    if view.show == "look":
+        rows = rows.filter(NEEDS_LOOK)
+    elif statuses is not None:
         rows = rows.filter(status__in=list(statuses))
     start = (page - 1) * per_page
     return Slice(list(rows[start:start + per_page]), matching, page, per_page)

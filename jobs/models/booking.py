@@ -241,6 +241,12 @@ class Booking(models.Model):
         return self.state in FINAL_BOOKING_STATES
 
     @property
+    def is_cancelling(self) -> bool:
+        """Cancelled, but the cluster still holds its reservation (jobs running in it, or the delete
+        not done yet): the pages say "cancelling", and the beat asks the cluster again."""
+        return self.state == BookingState.CANCELLED and self.reservation_made
+
+    @property
     def is_usable(self) -> bool:
         """Jobs can be submitted into it: confirmed or active, with its reservation on the cluster."""
         return self.state in (BookingState.CONFIRMED, BookingState.ACTIVE) and self.reservation_made

@@ -7,6 +7,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from cluster import ClusterConfig
+from jobs.bilingual import in_language
 from jobs.secrets import EncryptedTextField
 from worker.layout import JobFolder
 
@@ -38,6 +39,8 @@ class ClusterProfile(models.Model):
     """How the portal reaches one Slurm cluster: SSH login, pinned host key, remote folders."""
 
     name = models.CharField(_("name"), max_length=100, unique=True)
+    name_zh = models.CharField(_("Chinese name (简体中文)"), max_length=100, blank=True, default="", db_default="",
+                               help_text=_("Shown to people who read the portal in Chinese. Empty: they see the name above."))
     slug = models.SlugField(_("slug"), unique=True)
     host = models.CharField(_("SSH host"), max_length=255)
     port = models.PositiveIntegerField(_("SSH port"), default=22)
@@ -86,6 +89,11 @@ class ClusterProfile(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def shown_name(self) -> str:
+        """The name in the reader's language (jobs.bilingual)."""
+        return in_language(self.name, self.name_zh)
 
     def cluster_config(self) -> ClusterConfig:
         return ClusterConfig(host=self.host, port=self.port, user=self.username,

@@ -43,6 +43,10 @@ TargetStatus = models.TextChoices(
     "TargetStatus", [(s.upper(), (s, TARGET_STATUS_LABELS[s])) for s in ("waiting", *TARGET_STATUSES, "cancelled")])
 
 OK_TARGET_STATUSES = tuple(TargetStatus(s) for s in sorted(SUCCESS_STATUSES))
+#: the photos a preview runs on at most (jobs.job.preview): enough to judge a face, over in seconds
+PREVIEW_PHOTOS = 3
+#: a done photo whose result the worker's own look flagged (worker.selfcheck): "needs a look"
+NEEDS_LOOK = models.Q(status=TargetStatus.DONE) & ~models.Q(self_check="")
 
 
 class JobQuerySet(models.QuerySet):
@@ -82,6 +86,8 @@ class Job(models.Model):
     attempt = models.PositiveIntegerField(default=1, db_default=1)
     consent_at = models.DateTimeField(null=True, blank=True)
     callback_url = models.URLField(blank=True)
+    #: "Try it on a few photos" (jobs.job.preview): the first photos of a job-to-be, run before it
+    is_preview = models.BooleanField(default=False, db_default=False)
     #: the GPU booking whose Slurm reservation the job is submitted into (None: the open queue)
     booking = models.ForeignKey("jobs.Booking", on_delete=models.SET_NULL, null=True, blank=True,
                                 related_name="jobs", verbose_name=_("booking"))
@@ -91,6 +97,8 @@ class Job(models.Model):
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
+    #: done photos whose result the worker's own look flagged (Target.self_check): "needs a look"
+    needs_look = models.PositiveIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -163,11 +171,12 @@ class Job(models.Model):
         """
         counts = Target.objects.filter(job=self).aggregate(
             done=models.Count("pk", filter=models.Q(status__in=OK_TARGET_STATUSES)),
-            failed=models.Count("pk", filter=models.Q(status=TargetStatus.FAILED)))
-        if (counts["done"], counts["failed"]) == (self.done, self.failed):
+            failed=models.Count("pk", filter=models.Q(status=TargetStatus.FAILED)),
+            needs_look=models.Count("pk", filter=NEEDS_LOOK))
+        if (counts["done"], counts["failed"], counts["needs_look"]) == (self.done, self.failed, self.needs_look):
             return False
         Job.objects.filter(pk=self.pk).update(**counts)
-        self.done, self.failed = counts["done"], counts["failed"]
+        self.done, self.failed, self.needs_look = counts["done"], counts["failed"], counts["needs_look"]
         return True
 
 
@@ -215,6 +224,11 @@ class Target(models.Model):
     #: when the watcher last asked for this output to be fetched (jobs.watcher.outputs); a fetch
     #: still outstanding after a while is asked for again
     fetch_asked_at = models.DateTimeField(null=True, blank=True)
+    #: the worker's own look at the result (worker.selfcheck): "" when every swapped face took, else
+    #: "not_taken" (still looks like the person in the photo) or "face_lost"; `self_check_faces`: how many
+    #: of the `faces_swapped` did not take. Flagged results are "needs a look" on the job page.
+    self_check = models.CharField(max_length=16, blank=True, default="", db_default="")
+    self_check_faces = models.PositiveSmallIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["index"]

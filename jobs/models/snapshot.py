@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from jobs.bilingual import in_language
 from worker.choices import EngineName, FaceSelector
 
 #: bump when a field changes meaning (adding a field with a default needs no bump)
@@ -22,6 +23,7 @@ DEFAULT_SECONDS_PER_IMAGE = 3.0
 class TemplateSnapshot:
     slug: str = ""
     name: str = ""
+    name_zh: str = ""  # the admin's Chinese name ("": none; readers of Chinese see `name`)
     cluster: str = ""  # the cluster profile's slug
     partition: str = ""
     gres: str = ""  # "gpu:h200:1", "" for no GPU
@@ -38,6 +40,7 @@ class TemplateSnapshot:
     qos: str = ""
     seconds_per_image: float = DEFAULT_SECONDS_PER_IMAGE
     watermark: str = ""  # visible text on every result ("": none)
+    self_check: bool = True  # each photo's result looked at again (worker.selfcheck)
     #: the pinned model set as the manifest carries it ({"set", "folder", "files"}; {}: not pinned)
     model_set: dict = dataclasses.field(default_factory=dict)
     version: int = SNAPSHOT_VERSION
@@ -53,6 +56,14 @@ class TemplateSnapshot:
             chunk_size=max(1, int(snapshot.chunk_size or 1)),
             array_limit=int(snapshot.array_limit) if snapshot.array_limit else None,
             seconds_per_image=float(snapshot.seconds_per_image))
+
+    def name_in(self, language: str | None = None) -> str:
+        """The template's name as it was at Start, in `language` (None: the active one)."""
+        return in_language(self.name, self.name_zh, language)
+
+    @property
+    def shown_name(self) -> str:
+        return self.name_in()
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

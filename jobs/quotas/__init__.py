@@ -43,7 +43,14 @@ a no-op but not needed: `transaction_mode = IMMEDIATE` takes the database's writ
 so Starts are serialised from their first statement.
 """
 from jobs.errors import QuotaExceeded
-from jobs.quotas.check import check_folder_targets, check_job_size, check_quota, lock_quota_subjects
+from jobs.quotas.check import (
+    check_folder_targets,
+    check_job_size,
+    check_quota,
+    check_targets_per_job,
+    lock_quota_subjects,
+    targets_limits,
+)
 from jobs.quotas.estimate import DEFAULT_SECONDS_PER_IMAGE, MODEL_LOAD_SECONDS, estimate_gpu_hours
 from jobs.quotas.limits import (
     ACTIVE_JOB_STATUSES,
@@ -69,5 +76,6 @@ __all__ = [
     "QuotaExceeded", "Limit", "Limits", "Budget", "QuotaStatus", "LIMIT_FIELDS", "ACTIVE_JOB_STATUSES",
     "applicable_quotas", "effective_limits", "members_of", "estimate_gpu_hours", "gpu_hours_used", "active_jobs_count",
     "gpu_budgets", "job_budgets", "quota_status", "check_quota", "check_folder_targets", "check_job_size", "lock_quota_subjects",
+    "check_targets_per_job", "targets_limits",
     "resets_on", "format_hours", "format_mb", "source_of", "MB", "MODEL_LOAD_SECONDS", "DEFAULT_SECONDS_PER_IMAGE",
 ]

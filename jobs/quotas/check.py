@@ -8,13 +8,20 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
 from jobs.errors import QuotaExceeded, StartError
 from jobs.models import Template
 from jobs.quotas.estimate import chunk_size_of, estimate_gpu_hours
-from jobs.quotas.limits import applicable_quotas, effective_limits, gpu_budgets, job_budgets, resets_on
-from jobs.quotas.messages import MB, format_count, format_mb, gpu_message, jobs_message
+from jobs.quotas.limits import Limits, applicable_quotas, effective_limits, gpu_budgets, job_budgets, resets_on
+from jobs.quotas.messages import (
+    MB,
+    format_count,
+    format_mb,
+    gpu_message,
+    jobs_message,
+    too_big_for_cluster,
+    too_many_targets,
+)
 
 # --- the check at Start ----------------------------------------------------------------------
 
@@ -56,14 +63,8 @@ def check_quota(user, template: Template, n_targets: int | None,
                     % {"name": name, "size": format_mb(size), "limit": format_count(upload.value), "source": upload.source},
                     field[0] if field else "targets")
 
-    targets = limits.max_targets_per_job
-    if n_targets is not None and targets.is_set and n_targets > targets.value:
-        raise QuotaExceeded(
-            ngettext("This job has %(count)s image or video; your limit is %(limit)s per job (%(source)s). "
-                     "Split them into several jobs or ask an admin.",
-                     "This job has %(count)s images and videos; your limit is %(limit)s per job (%(source)s). "
-                     "Split them into several jobs or ask an admin.", n_targets)
-            % {"count": format_count(n_targets), "limit": format_count(targets.value), "source": targets.source}, "targets")
+    if n_targets is not None:
+        check_targets_per_job(limits, n_targets)
 
     for b in job_budgets(user, quotas):
         if b.used + 1 > b.limit:
@@ -82,12 +83,17 @@ def check_job_size(profile, n_targets: int, field: str = "targets") -> None:
     arrays are sized for jobs up to it; bigger sets are split into several jobs."""
     limit = profile.max_targets_per_job
     if limit and n_targets > limit:
-        raise StartError(
-            ngettext("This job has %(count)s image or video; the cluster %(cluster)s takes at most %(limit)s per "
-                     "job. Split them into several jobs, or ask an admin to raise the limit.",
-                     "This job has %(count)s images and videos; the cluster %(cluster)s takes at most %(limit)s "
-                     "per job. Split them into several jobs, or ask an admin to raise the limit.", n_targets)
-            % {"count": format_count(n_targets), "limit": format_count(limit), "cluster": profile.name}, field)
+        raise StartError(too_big_for_cluster(n_targets, format_count(n_targets), format_count(limit), profile.shown_name), field)
+
+
+def check_targets_per_job(limits: Limits, n_targets: int, field: str = "targets") -> None:
+    """Raise QuotaExceeded when a job of `n_targets` is over the user's limit of targets per job
+    (`limits`: their effective_limits). One job only is counted: no lock needed, so Start asks it
+    with its other checks, before the transaction, and the form shows it with every other problem."""
+    targets = limits.max_targets_per_job
+    if targets.is_set and n_targets > targets.value:
+        raise QuotaExceeded(too_many_targets(n_targets, format_count(n_targets), format_count(targets.value),
+                                             targets.source, in_folder=field == "target_folder"), field)
 
 
 def check_folder_targets(user, n_targets: int, profile=None) -> None:
@@ -96,12 +102,29 @@ def check_folder_targets(user, n_targets: int, profile=None) -> None:
     allows. No lock needed: these limits count one job only."""
     if profile is not None:
         check_job_size(profile, n_targets, "target_folder")
+    check_targets_per_job(effective_limits(user), n_targets, "target_folder")
+
+
+# --- what the New job page checks before Start ------------------------------------------------
+
+#: the number the page's script puts in place of `{count}` in the texts of targets_limits
+COUNT_PLACE = "{count}"
+
+
+def targets_limits(user, profiles) -> dict:
+    """The limits of targets per job that the New job page checks as files are chosen or a folder is
+    counted, with the very texts Start would refuse with, `{count}` standing for the number:
+    `{"quota": {"limit", "files", "folder"} or None, "clusters": {slug: {"limit", "text"}}}`
+    (`profiles`: the clusters of the templates offered). A refusal has a count over its limit, so
+    over one: the texts are the plural ones."""
     targets = effective_limits(user).max_targets_per_job
-    if targets.is_set and n_targets > targets.value:
-        raise QuotaExceeded(
-            ngettext("The folder has %(count)s image or video; your limit is %(limit)s per job (%(source)s). "
-                     "Split the folder or ask an admin.",
-                     "The folder has %(count)s images and videos; your limit is %(limit)s per job (%(source)s). "
-                     "Split the folder or ask an admin.", n_targets)
-            % {"count": format_count(n_targets), "limit": format_count(targets.value), "source": targets.source},
-            "target_folder")
+    quota = None
+    if targets.is_set:
+        limit = format_count(targets.value)
+        quota = {"limit": targets.value,
+                 "files": too_many_targets(2, COUNT_PLACE, limit, targets.source),
+                 "folder": too_many_targets(2, COUNT_PLACE, limit, targets.source, in_folder=True)}
+    clusters = {p.slug: {"limit": p.max_targets_per_job,
+                         "text": too_big_for_cluster(2, COUNT_PLACE, format_count(p.max_targets_per_job), p.name)}
+                for p in profiles if p.max_targets_per_job}
+    return {"quota": quota, "clusters": clusters}

@@ -41,6 +41,31 @@ def gpu_message(b: Budget, need: float, reset: date) -> str:
              "this job needs about %(need)s. The limit resets on %(reset)s.") % args
 
 
+def too_many_targets(n: int, count: str, limit: str, source: str, in_folder: bool = False) -> str:
+    """The refusal when a job of `n` targets (written `count`) is over the user's `limit` per job,
+    set by `source` ("your own quota", "group vfx"). The texts take the numbers as text, so that
+    the New job page can write them with `{count}` in place for its script (jobs.quotas.check)."""
+    args = {"count": count, "limit": limit, "source": source}
+    if in_folder:
+        return ngettext("The folder has %(count)s image or video; your limit is %(limit)s per job (%(source)s). "
+                        "Split the folder or ask an admin.",
+                        "The folder has %(count)s images and videos; your limit is %(limit)s per job (%(source)s). "
+                        "Split the folder or ask an admin.", n) % args
+    return ngettext("This job has %(count)s image or video; your limit is %(limit)s per job (%(source)s). "
+                    "Split them into several jobs or ask an admin.",
+                    "This job has %(count)s images and videos; your limit is %(limit)s per job (%(source)s). "
+                    "Split them into several jobs or ask an admin.", n) % args
+
+
+def too_big_for_cluster(n: int, count: str, limit: str, cluster: str) -> str:
+    """The refusal when a job of `n` targets (written `count`) is bigger than the cluster takes."""
+    args = {"count": count, "limit": limit, "cluster": cluster}
+    return ngettext("This job has %(count)s image or video; the cluster %(cluster)s takes at most %(limit)s per "
+                    "job. Split them into several jobs, or ask an admin to raise the limit.",
+                    "This job has %(count)s images and videos; the cluster %(cluster)s takes at most %(limit)s "
+                    "per job. Split them into several jobs, or ask an admin to raise the limit.", n) % args
+
+
 # --- numbers in words ------------------------------------------------------------------------
 
 def format_hours(hours: float) -> str:

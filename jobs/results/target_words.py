@@ -25,13 +25,31 @@ WORDS = {
                                     "scale it down and try again"),
     "out_of_memory": gettext_noop("ran out of memory on this file; try a smaller one or a template with more memory"),
     "held_back": gettext_noop("the result was held back by the content check and deleted; it is not delivered"),
+    # a file in the user's own cluster folder: it cannot be uploaded again, only exported again there
+    "damaged_in_folder": gettext_noop("%(name)s in %(folder)s is damaged: export it again into the same folder, "
+                                      "then choose Retry failed"),
     "stopped_with_task": gettext_noop("stopped before it was finished: its batch hit the time limit or was cancelled"),
+    "done_earlier": gettext_noop("already finished by an earlier run; kept as it was"),
+}
+
+#: the worker's sentences from before it named them with a code (a job still running on an older
+#: worker): the same words, in the reader's language
+CODES_OF_ENGLISH = {
+    "output already present from an earlier attempt": "done_earlier",
 }
 
 
-def target_message(code: str, params, english: str) -> str:
-    """The sentence `code` with `params`, translated; the worker's `english` when it cannot be said."""
-    words = WORDS.get(code or "")
+#: the worker's codes for a file it could not read because the file itself is damaged
+DAMAGED_CODES = ("damaged", "damaged_video")
+
+
+def target_message(code: str, params, english: str, folder: str = "") -> str:
+    """The sentence `code` with `params`, translated; the worker's `english` when it cannot be said.
+    `folder`: the job's cluster folder, when its files are read there (a damaged one is exported
+    again into it: there is nothing to upload)."""
+    if folder and code in DAMAGED_CODES:
+        code, params = "damaged_in_folder", {**dict(params or {}), "folder": folder}
+    words = WORDS.get(code or CODES_OF_ENGLISH.get(english, ""))
     if words is None:
         return english
     try:

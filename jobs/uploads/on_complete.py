@@ -17,6 +17,7 @@ import subprocess
 import warnings
 from pathlib import Path
 
+import numpy as np
 from django.core.files import File
 from django.utils.translation import gettext as _
 from PIL import Image
@@ -27,8 +28,8 @@ from jobs.models import Upload, UploadKind, UploadStatus
 from jobs.uploads.content import check_upload
 from jobs.uploads.decoding import decode_slot, max_pixels, small_picture, too_many_pixels
 from worker import ffmpeg as ff
-from worker.errors import TargetError
-from worker.facecheck import CHECK_MAX_SIDE, face_crop_box, find_faces
+from worker.errors import ModelError, TargetError
+from worker.facecheck import CHECK_MAX_SIDE, face_crop_box, face_descriptor, find_faces
 from worker.video import probe_video
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,9 @@ def _check_image(upload: Upload) -> dict:
     crop = face_crop_box(faces[0], w, h)
     _save_preview(picture.crop(crop), upload.preview_path)
     info["faces"] = len(faces)
+    descriptor = _descriptor(picture, faces[0])
+    if descriptor:  # who it shows: face photos of different people are flagged (jobs.uploads.identity)
+        info["descriptor"] = descriptor
     info.update(content_safety.screen_upload(upload, picture))  # the optional content check (issue 14)
     # where the face is, as fractions of the picture (the same whatever size it is shown at)
     info["face_box"] = [round(v, 4) for v in (crop[0] / w, crop[1] / h, crop[2] / w, crop[3] / h)]
@@ -104,12 +108,27 @@ def _picture(f) -> tuple[Image.Image, int, int]:
 
 
 def _faces_or_refuse(picture: Image.Image):
-    import numpy as np
-
     faces = find_faces(np.asarray(picture))
     if not faces:
         raise UploadRejected(_("no face found in this photo: choose a clear photo where the face is seen from the front"))
     return faces
+
+
+def descriptor_of(f) -> list[float] | None:
+    """Who the face photo `f` (a path or an open file) shows: the descriptor of its largest face,
+    or None (no face, or the models missing: logged, the photo is not refused for it)."""
+    with decode_slot():
+        picture = _picture(f)[0]
+        faces = find_faces(np.asarray(picture))
+        return _descriptor(picture, faces[0]) if faces else None
+
+
+def _descriptor(picture: Image.Image, face) -> list[float] | None:
+    try:
+        return face_descriptor(np.asarray(picture), face)
+    except ModelError as exc:  # an install problem, not the user's: say it loudly, take the photo
+        log.error("face photos cannot be told apart: %s", exc)
+        return None
 
 
 def _check_video(upload: Upload) -> dict:

@@ -33,14 +33,16 @@ from django.utils.translation import gettext as _
 
 from jobs import quotas
 from jobs.models import Job, JobStatus, NoticeKind, NotificationPreference, UsageRecord
+from jobs.models.preferences import LanguagePreference
 from jobs.quotas import format_hours, resets_on
 from jobs.usage import notices
 from jobs.usage.accounting import gpu_hours_this_month, month_of
+from jobs.words import in_language_of
 
 log = logging.getLogger(__name__)
 
 __all__ = ["QUOTA_THRESHOLDS", "job_subject", "charged_gpu_quota", "notify_job_finished",
-           "notify_quota", "email_change_token", "read_email_change_token", "send_email_change_link",
+           "notify_quota", "language_of_user", "email_change_token", "read_email_change_token", "send_email_change_link",
            "send_email_changed_notice"]
 
 #: what starts every subject, so people can filter the portal's mail
@@ -80,24 +82,38 @@ def absolute_url(path: str) -> str:
 def notify_job_finished(job_id: str) -> str:
     """RQ task: email the owner that the job ended. Returns the notice's status ("" when none)."""
     job = Job.objects.select_related("owner").filter(pk=job_id).first()
-    if job is None or job.status not in EMAILED_STATUSES:
-        return ""
+    if job is None or job.status not in EMAILED_STATUSES or job.is_preview:
+        return ""  # a preview's owner is on the page, waiting for it (jobs.job.preview)
     user = job.owner
-    notice = notices.claim(f"job:{job.id}", kind=NoticeKind.JOB_FINISHED, user=user, job=job, to=user.email,
-                           subject=job_subject(job)[:300])
-    if notice is None:
-        return ""  # already sent (or being sent) by another worker
-    if not NotificationPreference.for_user(user).job_emails:
-        return notices.skip(notice, "opted out of job emails")
-    usage = UsageRecord.objects.filter(job=job).first()
-    context = {
-        "job": job, "name": display_name(job), "user_name": user.get_full_name() or user.get_username(),
-        "url": absolute_url(reverse("job-detail", args=[job.id])),
-        "settings_url": absolute_url(reverse("account") + "#notifications"),
-        "template_name": job.snapshot.name,
-        "gpu_hours": usage.gpu_hours if usage else None,
-    }
-    return notices.send(notice, "email/job_finished", context)
+    # Subject and body in the job's language (that of the page it was started from), as its
+    # stored messages are: the RQ worker itself speaks the server's default.
+    with in_language_of(job):
+        notice = notices.claim(f"job:{job.id}", kind=NoticeKind.JOB_FINISHED, user=user, job=job, to=user.email,
+                               subject=job_subject(job)[:300])
+        if notice is None:
+            return ""  # already sent (or being sent) by another worker
+        if not NotificationPreference.for_user(user).job_emails:
+            return notices.skip(notice, "opted out of job emails")
+        usage = UsageRecord.objects.filter(job=job).first()
+        context = {
+            "job": job, "name": display_name(job), "user_name": user.get_full_name() or user.get_username(),
+            "url": absolute_url(reverse("job-detail", args=[job.id])),
+            "settings_url": absolute_url(reverse("account") + "#notifications"),
+            "template_name": job.snapshot.name_in(job.language or None),
+            "gpu_hours": usage.gpu_hours if usage else None,
+        }
+        return notices.send(notice, "email/job_finished", context)
+
+
+def language_of_user(user) -> str:
+    """The language to write to `user` in when no job says it: the one they chose on the account
+    page, else that of the last job they started (their page's language then), else the site's."""
+    chosen = LanguagePreference.language_of(user)
+    if chosen:
+        return chosen
+    last = Job.objects.filter(owner=user).exclude(language="").order_by("-created_at").values_list(
+        "language", flat=True).first()
+    return last or settings.LANGUAGE_CODE
 
 
 # ---- quota thresholds -------------------------------------------------------------------------
@@ -148,9 +164,13 @@ def notify_quota(user_id: int, now: datetime | None = None) -> list[str]:
     user = get_user_model().objects.filter(pk=user_id).first()
     if user is None:
         return []
-    quota = charged_gpu_quota(user, now=now)
-    if quota is None:
-        return []
+    # the recipient's language for all its words, the quota's source ("group vfx") included
+    with translation.override(language_of_user(user)):
+        quota = charged_gpu_quota(user, now=now)
+        return [] if quota is None else _notify_quota(user, quota, now)
+
+
+def _notify_quota(user, quota: GpuQuota, now: datetime | None) -> list[str]:
     period = month_of(now)
     reached = [(pct, kind) for pct, kind in QUOTA_THRESHOLDS if quota.percent >= pct]
     decided: list[str] = []

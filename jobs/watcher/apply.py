@@ -57,14 +57,14 @@ def target_rows(job_pks: list) -> dict[object, tuple[TargetRow, ...]]:
               .annotate(job_key=Cast("job_id", CharField()))
               .values_list("job_key", "index", "task_index", "status", "message", "faces_found", "faces_swapped",
                            "seconds", "frames_done", "frames_total", "failed_with_task", "output_file",
-                           "fetch_asked_at", "thumbnail_file"))
+                           "fetch_asked_at", "thumbnail_file", "self_check", "self_check_faces"))
     for (key, index, task_index, status, message, found, swapped, seconds, frames_done, frames_total, with_task,
-         output, asked, thumbnail) in values:
+         output, asked, thumbnail, self_check, self_check_faces) in values:
         out.setdefault(by_key[uuid_key(key)], []).append(TargetRow(
             index=index, task_index=task_index, status=status, message=message, faces_found=found,
             faces_swapped=swapped, seconds=seconds, frames_done=frames_done, frames_total=frames_total,
             failed_with_task=with_task, has_output=bool(output), fetch_asked_at=asked,
-            has_thumbnail=bool(thumbnail)))
+            has_thumbnail=bool(thumbnail), self_check=self_check, self_check_faces=self_check_faces))
     return {pk: tuple(rows) for pk, rows in out.items()}
 
 
@@ -82,7 +82,7 @@ def job_row(job: Job, targets: tuple[TargetRow, ...]) -> JobRow:
                             elapsed_seconds=t.elapsed_seconds, gpus=t.gpus, attempt=t.attempt,
                             log_wait_since=t.log_wait_since) for t in job.tasks.all()),
         targets=targets, attempt=job.attempt, changed_at=job.changed_at, cancel_requested=job.cancel_requested,
-        time_limit_seconds=_time_limit_seconds(job),
+        time_limit_seconds=_time_limit_seconds(job), target_folder=job.target_folder,
     )
 
 

@@ -78,6 +78,7 @@ from jobs.watcher.rows import (  # noqa: F401 (the rules' vocabulary, imported f
 )
 from worker.content_safety import HELD_BACK
 from worker.progress import TaskProgress
+from worker.selfcheck import CODES as SELF_CHECK_CODES
 
 # ---- the rules ----------------------------------------------------------------------------------
 
@@ -175,14 +176,26 @@ def _recorded(task: TaskRow, st: SlurmTask, state: str, reason: str) -> dict:
     return {k: v for k, v in new.items() if getattr(task, k) != v}
 
 
-def target_fields(record) -> dict:
-    """What a worker's record of one target sets on its row (a video's frames as it runs, too)."""
-    message = target_message(getattr(record, "code", ""), getattr(record, "params", {}), record.message)
+def target_fields(record, folder: str = "") -> dict:
+    """What a worker's record of one target sets on its row (a video's frames as it runs, too);
+    `folder`: the job's cluster folder, for a folder job (its damaged files are exported again there)."""
+    message = target_message(getattr(record, "code", ""), getattr(record, "params", {}), record.message, folder)
     return {"status": record.status, "message": message[:2000], "faces_found": record.faces_found,
             "faces_swapped": record.faces_swapped, "seconds": record.seconds,
             "frames_done": _count_or_none(getattr(record, "frames_done", None)),
             "frames_total": _count_or_none(getattr(record, "frames_total", None)),
-            "failed_with_task": record.status == "failed" and bool(getattr(record, "stopped_by_task_end", False))}
+            "failed_with_task": record.status == "failed" and bool(getattr(record, "stopped_by_task_end", False)),
+            **_self_check(record)}
+
+
+def _self_check(record) -> dict:
+    """The worker's look at a photo's result (worker.selfcheck), as the row stores it; a code this
+    portal does not know, or odd values, count as no flag (a record is the worker's word)."""
+    code = getattr(record, "check", "")
+    faces = (getattr(record, "check_params", None) or {}).get("faces", 0)
+    if code not in SELF_CHECK_CODES or record.status != "done":
+        return {"self_check": "", "self_check_faces": 0}
+    return {"self_check": code, "self_check_faces": min(_count_or_none(faces) or 0, 32767)}
 
 
 def _count_or_none(value) -> int | None:
@@ -237,7 +250,7 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
             target = targets.get(rec.index)
             if target is None:
                 continue
-            fields = target_fields(rec)
+            fields = target_fields(rec, job.target_folder)
             if target.task_index in paused and fields["failed_with_task"]:
                 fields.update(status="waiting", message=paused[target.task_index], failed_with_task=False,
                               seconds=None)

@@ -42,7 +42,8 @@ def _sweep() -> None:
     for name, duty in (("recovery: re-queueing lost submissions", requeue_orphans),
                        ("uploads: expiring unused uploads", upload_store.expire),
                        ("webhooks: re-queueing due attempts", webhooks.send_due),
-                       ("retention: beat", lambda: retention.beat(timezone.now()))):
+                       ("retention: beat", lambda: retention.beat(timezone.now())),
+                       ("bookings: counting the clusters' GPUs", bookings.count_due)):
         _guarded(name, duty)
 
 

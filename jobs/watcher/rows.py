@@ -57,6 +57,8 @@ class TargetRow:
     has_output: bool = False
     fetch_asked_at: datetime | None = None
     has_thumbnail: bool = False
+    self_check: str = ""
+    self_check_faces: int = 0
 
     @property
     def is_ok(self) -> bool:
@@ -81,6 +83,8 @@ class JobRow:
     changed_at: datetime | None = None
     cancel_requested: bool = False
     time_limit_seconds: int = 0
+    #: the user's cluster folder the targets are read from ("" for uploaded files)
+    target_folder: str = ""
 
     def in_attempt(self, task: TaskRow) -> bool:
         return task.attempt == self.attempt

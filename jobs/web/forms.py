@@ -65,7 +65,7 @@ class UploadIdsField(forms.Field):
 
 class TemplateChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Template) -> str:
-        return obj.name
+        return obj.shown_name  # read when the page renders: in the reader's language
 
 
 class NewJobForm(forms.Form):
@@ -91,6 +91,13 @@ class NewJobForm(forms.Form):
     target_uploads = UploadIdsField()
     name = forms.CharField(label=_("Job name (optional)"), required=False, max_length=200)
     consent = forms.BooleanField(label=_("I have the right to process the faces in these photos"), required=False)
+    # Checked by start_job (jobs.webhooks.guard), as for the API: the same words either way.
+    callback_url = forms.CharField(label=_("Callback URL (for programs)"), required=False, max_length=2000,
+                                   help_text=_("When the job ends, the portal calls this address with a signed "
+                                               "message, so that a program of yours can pick up the results."),
+                                   widget=forms.TextInput(attrs={"inputmode": "url", "autocomplete": "off",
+                                                                 "spellcheck": "false",
+                                                                 "placeholder": "https://"}))
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)

@@ -113,7 +113,7 @@ def test_it_says_what_happened_in_plain_words(kw, log, reason):
 @pytest.mark.parametrize("reason, words", [
     ("Resources", "waiting for a free GPU"),
     ("Priority", "waiting for other jobs ahead in the queue"),
-    ("Reservation", "waiting for your reservation to start"),
+    ("Reservation", "waiting for your GPU booking to start"),
     ("ReqNodeNotAvail, May be reserved for other job", "waiting: the nodes are reserved or unavailable"),
     ("QOSMaxJobsPerUserLimit", "your group's limit of running jobs is reached"),
     ("AssocGrpGRES", "your group's limit of running jobs is reached"),

@@ -64,7 +64,7 @@ document.addEventListener("DOMContentLoaded", function () {
     push(rec.rows, rows.length);
     rows.forEach(function (tr) {
       var i = tr.getAttribute("data-task-index");
-      push(rec.tasks[i] || (rec.tasks[i] = []), tr.querySelector(".badge").textContent.trim());
+      push(rec.tasks[i] || (rec.tasks[i] = []), tr.querySelector(".task-code").textContent.trim());
     });
     push(rec.imgs, document.querySelectorAll("#target-grid img").length);
     var listRows = document.querySelectorAll("#job-rows tr");
@@ -323,7 +323,7 @@ def test_the_job_page_follows_a_real_job_live_without_reloading(api, local, fold
             final_text = page.text_content("#progress-text")
             has_cancel = page.locator("#job-cancel").count()
             has_zip = page.locator("#job-download").count()
-            task_states = page.eval_on_selector_all("#task-rows tr .badge", "els => els.map(e => e.textContent.trim())")
+            task_states = page.eval_on_selector_all("#task-rows tr .task-code", "els => els.map(e => e.textContent.trim())")
             task_classes = page.eval_on_selector_all("#task-rows tr .badge", "els => els.map(e => e.className)")
 
             # 6. The list showed the new job on its own and followed it to the end.

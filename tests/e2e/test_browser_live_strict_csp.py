@@ -119,7 +119,7 @@ def test_the_job_page_polls_live_json_when_its_websocket_cannot_connect(local, w
             wait_for(tab.page, "document.getElementById('progress-text').textContent.includes('of 2 photos done')"
                                " && document.querySelector('#job-progress .progress-done').style.width === '50%'",
                      timeout=15_000)
-            assert tab.page.text_content('#task-rows tr[data-task-index="0"] .badge') == "COMPLETED"
+            assert tab.page.text_content('#task-rows tr[data-task-index="0"] .task-code') == "COMPLETED"
             # the server drew it running; the script recoloured it with the server's mapping
             assert tab.page.get_attribute('#task-rows tr[data-task-index="0"] .badge', "class") == "badge task-ok"
             assert tab.page.text_content('#task-rows tr[data-task-index="0"] td:nth-child(4)') == "0:01:01"

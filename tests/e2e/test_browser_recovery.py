@@ -154,7 +154,7 @@ def test_job_started_goes_when_the_job_fails_and_cells_and_dates_match_the_serve
             wait_for(page, "!document.getElementById('fact-finished').hidden", 5_000)
             dates = page.eval_on_selector_all("#job-live time", "els => els.map(e => e.textContent.trim())")
             assert len(dates) == 3 and all(DATE.fullmatch(d) for d in dates), dates
-            wait_for(page, "document.querySelector('#task-rows .badge').textContent.trim() === 'FAILED'", 10_000)
+            wait_for(page, "document.querySelector('#task-rows .task-code').textContent.trim() === 'FAILED'", 10_000)
             cells = page.eval_on_selector_all("#task-rows td", "tds => tds.map(td => td.getAttribute('data-label'))")
             assert cells == ["#", "State", "Node", "Run time", "Exit code", "Reason"], cells
             assert not tab.problems, tab.problems

@@ -134,7 +134,7 @@ def test_the_job_page_reconnects_and_resyncs_after_the_server_restarts(local, tm
                 page.wait_for_selector("#live-indicator[data-mode=live]")
                 assert page.text_content("#job-status").strip() == "running"
                 assert page.eval_on_selector("#job-progress .progress-done", "e => e.style.width") == "40%"
-                assert page.text_content('#task-rows tr[data-task-index="1"] .badge') == "RUNNING"
+                assert page.text_content('#task-rows tr[data-task-index="1"] .task-code') == "RUNNING"
                 page.evaluate("window.__sameDocument = 'still here'")
 
                 # 2. The server goes away (its process has exited when stop() returns); the page
@@ -163,7 +163,7 @@ def test_the_job_page_reconnects_and_resyncs_after_the_server_restarts(local, tm
                 nav_entries = page.evaluate("performance.getEntriesByType('navigation').length")
                 width = page.eval_on_selector("#job-progress .progress-done", "e => e.style.width")
                 progress_text = " ".join(page.text_content("#progress-text").split())
-                task_states = page.eval_on_selector_all("#task-rows tr .badge",
+                task_states = page.eval_on_selector_all("#task-rows tr .task-code",
                                                         "els => els.map(e => e.textContent.trim())")
                 target_states = page.eval_on_selector_all("#target-grid li .badge",
                                                           "els => els.map(e => e.textContent.trim())")

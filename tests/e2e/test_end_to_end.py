@@ -58,7 +58,11 @@ def test_it_runs_a_folder_as_one_array_job_and_returns_swapped_outputs(api, site
     assert out.size == Image.open(SAMPLES / "t1.jpg").size
 
     detail = api.get(f"/api/v1/jobs/{job.id}").json()
-    assert detail["status"] == "completed" and detail["progress"] == {"total": 4, "done": 4, "failed": 0}
+    # the worker looked at each result again (worker.selfcheck): its flags reached the rows and the count
+    flagged = sum(1 for t in targets if t.self_check)
+    assert all(t.self_check in ("", "not_taken", "face_lost") for t in targets)
+    assert detail["status"] == "completed" and detail["progress"] == {"total": 4, "done": 4, "failed": 0,
+                                                                      "needs_look": flagged}
     assert len(detail["outputs"]) == 4
     z = api.get(f"/api/v1/jobs/{job.id}/results.zip")
     assert z.status_code == 200

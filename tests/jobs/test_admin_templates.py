@@ -5,6 +5,9 @@ The cluster check's seam is `jobs.clusters.survey.survey_profile`; here it is ei
 profile's (its key is not a real key, so the check fails at once, without any network) or a survey
 read from a real `sinfo --json` capture. The real cluster is in test_admin_cluster.py.
 """
+import html
+import json
+import re
 import socket
 from pathlib import Path
 
@@ -12,10 +15,11 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from cluster import parse_scontrol_partitions, parse_sinfo
+import cluster
+from cluster import ClusterUnreachable, parse_scontrol_partitions, parse_sinfo
 from jobs.admin.templates import preview_script
-from jobs.clusters.survey import ClusterSurvey
-from jobs.models import ClusterProfile, Job, Template
+from jobs.clusters.survey import ClusterSurvey, survey
+from jobs.models import ClusterProfile, Job, QosLevel, Template
 
 from .admin_helpers import template_form
 from .api_helpers import make_job, token_client
@@ -50,8 +54,9 @@ def save(admin_client, template, **changes):
 # ---- Template.clean(): what Slurm would refuse ----
 
 @pytest.mark.parametrize("field, value, message", [
-    ("time_limit", "90 minutes", "is not a Slurm time"),
-    ("time_limit", "0", "must be longer than zero"),
+    ("time_limit", "ninety minutes", "Write the time limit in words, such as “20 minutes”"),
+    ("time_limit", "0", "It must be longer than zero"),
+    ("time_limit", "0 minutes", "It must be longer than zero"),
     ("mem", "4 gigs", "must be a positive amount like 4G"),
     ("mem", "0G", "must be a positive amount"),
     ("gpu_type", "h200:x", "must look like gpu:h200:1"),
@@ -72,7 +77,7 @@ def test_it_validates_the_model_outside_the_admin_too(profile):
     from django.core.exceptions import ValidationError
 
     bad = Template(name="Bad", slug="bad", cluster=profile, partition="gpu", gpu_type="h200:x", gpu_count=1,
-                   time_limit="90 minutes", mem="4 gigs", chunk_size=1)
+                   time_limit="90 minutes or so", mem="4 gigs", chunk_size=1)
     with pytest.raises(ValidationError) as caught:
         bad.full_clean()
     assert {"time_limit", "mem", "gpu_type"} <= set(caught.value.message_dict)
@@ -237,3 +242,133 @@ def test_it_never_changes_a_submitted_jobs_snapshot(admin_client, owner, templat
 
     spec = sbatch_spec(job, 2)
     assert (spec.time_limit, spec.mem, spec.gres) == ("00:10:00", "2G", "gpu:h200:1")
+
+
+# ---- partition, GPU type and priority offered as lists in plain words ----
+
+def cluster_of_three_computers() -> dict:
+    """sinfo and scontrol as a cluster answers them: computers gpu1 and gpu2 (2 H200 GPUs each) in
+    partition gpu (the default), cpu1 (no GPU) in partition cpu, and partition debug, down."""
+    data = json.loads((SAMPLES / "sinfo.json").read_text())
+    node = data["nodes"][0]
+    data["nodes"] = [{**node, "name": "gpu1", "partitions": ["gpu"]}, {**node, "name": "gpu2", "partitions": ["gpu"]},
+                     {**node, "name": "cpu1", "partitions": ["cpu"], "gres": "", "gres_used": ""}]
+    gpu, cpu = (SAMPLES / "scontrol_partitions.txt").read_text().splitlines()[:2]
+    debug = cpu.replace("PartitionName=cpu", "PartitionName=debug").replace("State=UP", "State=DOWN")
+    return {"sinfo": json.dumps(data), "scontrol": "\n".join([gpu, cpu, debug]) + "\n"}
+
+
+@pytest.fixture
+def cluster_answers(fake_ssh, monkeypatch):
+    """The template's cluster answers through the SSH seam (the admin's survey reads it there)."""
+    runner = fake_ssh(on_batch=cluster_of_three_computers())
+    monkeypatch.setattr("jobs.admin.templates.survey_profile",
+                        lambda profile, fresh=False: survey(cluster.runner_for(profile)))
+    return runner
+
+
+def change_page(admin_client, template, language="en") -> str:
+    admin_client.cookies["django_language"] = language
+    r = admin_client.get(reverse("admin:jobs_template_change", args=[template.pk]))
+    assert r.status_code == 200
+    return html.unescape(r.content.decode())
+
+
+def options(body: str, name: str) -> list[tuple[str, str, bool]]:
+    """(value, words, selected) of each choice of the <select> named `name`."""
+    found = re.search(rf'<select name="{name}"[^>]*>(.*?)</select>', body, re.S)
+    assert found, f"no list for {name}"
+    return [(value, words, bool(selected))
+            for value, selected, words in re.findall(r'<option value="([^"]*)"( selected)?>([^<]*)</option>',
+                                                     found.group(1))]
+
+
+@pytest.mark.parametrize("language, where, partitions, gpu_types", [
+    ("en", "Where it runs (partition)",
+     [("gpu", "gpu — 2 computers, 4 × H200 GPUs (the cluster's default)", True),
+      ("cpu", "cpu — 1 computer, no GPUs", False),
+      ("debug", "debug — 0 computers, no GPUs (not taking jobs now)", False)],
+     [("", "Any type the partition has", False), ("h200", "H200 — 4 GPUs (partitions gpu)", True)]),
+    ("zh-hans", "运行位置（分区）",
+     [("gpu", "gpu — 2 台计算机，4 块 H200 GPU（集群的默认分区）", True),
+      ("cpu", "cpu — 1 台计算机，没有 GPU", False),
+      ("debug", "debug — 0 台计算机，没有 GPU（目前不接受任务）", False)],
+     [("", "分区里的任意型号", False), ("h200", "H200 — 4 块 GPU（分区 gpu）", True)]),
+])
+def test_it_offers_what_the_cluster_has_in_plain_words(admin_client, template, cluster_answers, language, where,
+                                                       partitions, gpu_types):
+    body = change_page(admin_client, template, language)
+    assert options(body, "partition") == partitions
+    assert options(body, "gpu_type") == gpu_types
+    assert where in body
+    assert cluster_answers.batches == [[["sinfo", "--json"], ["scontrol", "show", "partition", "--oneliner"]]]
+
+
+def test_it_saves_a_partition_chosen_from_the_list(admin_client, template, cluster_answers):
+    r = save(admin_client, template, partition="cpu", gpu_type="", gpu_count=0)
+    assert r.status_code == 302, r.context and r.context["adminform"].form.errors
+    template.refresh_from_db()
+    assert (template.partition, template.gpu_type) == ("cpu", "")
+    assert len(cluster_answers.batches) == 1  # the list and the check share one question to the cluster
+
+
+@pytest.mark.parametrize("language, gone", [("en", "a100-big — no longer on the cluster"),
+                                            ("zh-hans", "a100-big — 集群上已没有")])
+def test_it_keeps_a_value_the_cluster_no_longer_has(admin_client, template, cluster_answers, language, gone):
+    Template.objects.filter(pk=template.pk).update(partition="a100-big", gpu_type="a100")
+    body = change_page(admin_client, template, language)
+    assert ("a100-big", gone, True) in options(body, "partition")
+    assert options(body, "partition").count(("a100-big", gone, True)) == 1
+    assert [o for o in options(body, "gpu_type") if o[2]] == [("a100", gone.replace("a100-big", "a100"), True)]
+
+
+@pytest.mark.parametrize("language, note", [
+    ("en", "The cluster Local did not answer just now, so its list cannot be shown: type the name."),
+    ("zh-hans", "集群 Local 刚才没有应答，无法列出它的选项：请直接输入名称。"),
+])
+def test_it_lets_the_admin_type_the_names_when_the_cluster_does_not_answer(admin_client, template, fake_ssh,
+                                                                            monkeypatch, language, note):
+    fake_ssh(on_batch=ClusterUnreachable("127.0.0.1:2222: connection refused"))
+    monkeypatch.setattr("jobs.admin.templates.survey_profile",
+                        lambda profile, fresh=False: survey(cluster.runner_for(profile)))
+    body = change_page(admin_client, template, language)
+    assert re.search(r'<input type="text" name="partition" value="gpu"', body)
+    assert re.search(r'<input type="text" name="gpu_type" value="h200"', body)
+    assert note in body and '<select name="partition"' not in body
+
+    admin_client.cookies["django_language"] = "en"
+    r = save(admin_client, template, partition="brand-new")
+    assert r.status_code == 302
+    template.refresh_from_db()
+    assert template.partition == "brand-new"
+    (message,) = [str(m) for m in get_messages(r.wsgi_request) if m.level_tag == "warning"]
+    assert "Saved without checking" in message and "connection refused" in message
+
+
+@pytest.mark.parametrize("language, label, levels, kept", [
+    ("en", "Priority (QOS)", [("", "Normal: the cluster's default"), ("urgent", "urgent (QOS urgent)"),
+                              ("high", "high (QOS high)")], "legacy — not one of the priority levels"),
+    ("zh-hans", "优先级（QOS）", [("", "普通：集群的默认优先级"), ("urgent", "urgent（QOS urgent）"),
+                                ("high", "high（QOS high）")], "legacy — 不在优先级列表中"),
+])
+def test_it_offers_the_priority_levels(admin_client, template, cluster_answers, language, label, levels, kept):
+    QosLevel.objects.create(name="high", label="high", rank=20)
+    QosLevel.objects.create(name="urgent", label="urgent", rank=30)
+    Template.objects.filter(pk=template.pk).update(qos="legacy")
+    body = change_page(admin_client, template, language)
+    assert label in body
+    assert options(body, "qos") == [(v, w, False) for v, w in levels] + [("legacy", kept, True)]
+
+    r = save(admin_client, template, qos="urgent")
+    assert r.status_code == 302
+    template.refresh_from_db()
+    assert template.qos == "urgent"
+
+
+def test_a_new_template_is_offered_the_only_clusters_partitions(admin_client, profile, cluster_answers):
+    r = admin_client.get(reverse("admin:jobs_template_add"))
+    body = html.unescape(r.content.decode())
+    assert options(body, "partition")[:2] == [("", "Choose where it runs", True),
+                                              ("gpu", "gpu — 2 computers, 4 × H200 GPUs (the cluster's default)",
+                                               False)]
+    assert re.search(rf'<option value="{profile.pk}" selected>', body)

@@ -35,7 +35,7 @@ def test_it_shows_a_job_in_exactly_the_documented_shape(api, owner, template):
     assert body["status"] == "running"
     assert body["template"] == "quick-gpu"
     assert body["slurm_job_id"] == "4242"
-    assert body["progress"] == {"total": 3, "done": 1, "failed": 1}
+    assert body["progress"] == {"total": 3, "done": 1, "failed": 1, "needs_look": 0}
     assert body["tasks"] == [
         {"index": 0, "status": "PENDING", "node": "", "exit_code": None, "reason": ""},
         {"index": 1, "status": "OUT_OF_MEMORY", "node": "gpu01", "exit_code": 137, "reason": "The task ran out of memory."},

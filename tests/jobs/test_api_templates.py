@@ -6,7 +6,8 @@ from jobs.models import ClusterProfile, Template
 
 from .api_helpers import token_client
 
-CARD_KEYS = {"slug", "name", "description", "cluster", "partition", "gres", "time_limit", "chunk_size", "engine"}
+CARD_KEYS = {"slug", "name", "description", "cluster", "partition", "gres", "time_limit", "chunk_size", "engine",
+             "name_zh", "description_zh"}  # the admin's Chinese words (issue 27), "" when none
 
 
 @pytest.fixture
@@ -32,6 +33,7 @@ def test_it_lists_templates_as_cards(owner, catalogue):
     quick = next(t for t in body if t["slug"] == "quick-gpu")
     assert set(quick) == CARD_KEYS
     assert quick == {"slug": "quick-gpu", "name": "Quick GPU", "description": "One GPU, ten images per task.",
+                     "name_zh": "", "description_zh": "",
                      "cluster": "local", "partition": "gpu", "gres": "gpu:h200:1", "time_limit": "00:10:00",
                      "chunk_size": 2, "engine": "classic"}
 

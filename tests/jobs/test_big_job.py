@@ -67,7 +67,7 @@ def test_a_snapshot_holds_counts_and_the_rows_in_view_only(huge):
                                                               "failed": 0, "cancelled": 0}}
     assert snap["view"]["targets"] == {"show": "all", "page": 1, "pages": -(-5_000 // TARGETS_PER_PAGE),
                                        "per_page": TARGETS_PER_PAGE, "matching": 5_000}
-    assert snap["job"]["progress"] == {"total": 5_000, "done": huge.done, "failed": huge.failed}
+    assert snap["job"]["progress"] == {"total": 5_000, "done": huge.done, "failed": huge.failed, "needs_look": 0}
     size = len(json.dumps(snap).encode())
     assert size < 64 * 1024, size
 

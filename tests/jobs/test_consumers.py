@@ -151,7 +151,7 @@ async def test_it_sends_the_owner_a_snapshot_first(owner, job):
     assert snap["job"]["name"] == "Wedding shots"
     assert snap["job"]["status"] == "running"
     assert snap["job"]["slurm_job_id"] == "4242"
-    assert snap["job"]["progress"] == {"total": 3, "done": 0, "failed": 0}
+    assert snap["job"]["progress"] == {"total": 3, "done": 0, "failed": 0, "needs_look": 0}
     assert snap["job"]["url"] == f"/jobs/{job.id}"
     assert [t["index"] for t in snap["tasks"]] == [0, 1]
     assert set(snap["tasks"][0]) == {"index", "status", "node", "exit_code", "reason", "elapsed_seconds"}
@@ -182,7 +182,7 @@ async def test_it_forwards_job_task_and_output_events_of_this_job_only(owner, jo
 
     first, second, third = [await comm.receive_json_from() for _ in range(3)]
     assert first["type"] == "job" and first["job"]["id"] == str(job.id)
-    assert first["job"]["progress"] == {"total": 3, "done": 1, "failed": 0}
+    assert first["job"]["progress"] == {"total": 3, "done": 1, "failed": 0, "needs_look": 0}
     assert second == {"type": "task", "job_id": str(job.id), "task": {
         "index": 0, "status": "RUNNING", "node": "gpu-node-1", "exit_code": None, "reason": "",
         "elapsed_seconds": None}}

@@ -8,7 +8,7 @@ socket except which Redis queue "default" is (so parallel test runs never share 
 import runpy
 import socket
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from email import message_from_bytes, policy
 from pathlib import Path
@@ -272,7 +272,7 @@ def test_quota_emails_go_at_80_and_100_percent_once_each(owner, template, inbox)
     assert [e.rcpt_tos for e in inbox.envelopes] == [["alice@example.org"]] * 2
     body = parts(inbox.messages[0])
     assert "8.5 of your 10 GPU-hours" in body["text/plain"] and "1.5 are left" in body["text/plain"]
-    assert "1 August 2026" in body["text/plain"] and "text/html" in body
+    assert "2026-08-01" in body["text/plain"] and "text/html" in body
 
 
 def test_a_new_month_starts_over(owner, template, inbox):
@@ -364,3 +364,107 @@ def test_tls_and_ssl_together_are_refused(clean_env):
 @pytest.fixture(autouse=True)
 def _utc(settings):
     settings.TIME_ZONE = "UTC"
+
+
+# ---- every email in its reader's language ----------------------------------------------------------
+
+#: (language, the job's subject, the quota's subject, the booking's subject, the retention's subject,
+#: the email-change link's subject, the changed notice's subject)
+LANGUAGES = {
+    "en": ("Job “Holiday” completed — 1 of 1 photos and videos", "You have used 80 % of your GPU-hours",
+           "Your booking “Episode 5” is confirmed", "The files of job “Holiday” will be deleted on",
+           "Confirm your new email address", "Your email address was changed"),
+    "zh-hans": ("任务“Holiday”已完成 — 1 个照片和视频中完成 1 个", "您本月已用掉 80% 的 GPU 小时",
+                "您的预约“Episode 5”已确认", "任务“Holiday”的文件将于", "确认您的新邮箱地址", "您的邮箱地址已更改"),
+}
+
+
+@pytest.fixture
+def reader_of(owner, settings):
+    """The owner, reading in `language`: chosen on the account page, and the language of their jobs."""
+    from jobs.models.preferences import LanguagePreference
+
+    settings.SITE_URL = SITE
+
+    def choose(language: str):
+        LanguagePreference.choose(owner, language)
+        return owner
+    return choose
+
+
+def only_mail(mailoutbox):
+    (message,) = mailoutbox
+    return message.subject, message.body, message.alternatives[0][0]
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_job_email_is_in_the_jobs_language(reader_of, template, mailoutbox, language):
+    job = ended(reader_of(language), template, JobStatus.COMPLETED, total=1, done=1, name="Holiday", language=language)
+    assert notify_job_finished(str(job.id)) == NoticeStatus.SENT
+    subject, text, html = only_mail(mailoutbox)
+    assert LANGUAGES[language][0] in subject
+    done = {"en": "Your job “Holiday” has completed.", "zh-hans": "您的任务“Holiday”已完成。"}[language]
+    assert done in text and ("See the results" if language == "en" else "查看结果") in html
+
+
+def test_a_job_started_in_chinese_is_emailed_in_chinese_whatever_the_server_speaks(owner, template, mailoutbox,
+                                                                                   settings):
+    settings.LANGUAGE_CODE = "en"
+    job = ended(owner, template, JobStatus.FAILED, total=2, failed=2, name="Holiday", language="zh-hans")
+    notify_job_finished(str(job.id))
+    subject, text, _ = only_mail(mailoutbox)
+    assert "失败" in subject and "failed" not in subject and "Hello" not in text and "您好" in text
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_quota_email_is_in_the_readers_language(reader_of, template, mailoutbox, language):
+    user = reader_of(language)
+    Quota.objects.create(user=user, gpu_hours_per_month=10)
+    charge(user, template, 8.5)
+    assert notify_quota(user.pk, now=NOW) == ["quota_80"]
+    subject, text, html = only_mail(mailoutbox)
+    assert LANGUAGES[language][1] in subject and "2026-08-01" in text
+    assert ("New jobs" not in text and "GPU 小时" in html) if language != "en" else "1.5 are left" in text
+
+
+def test_without_a_chosen_language_the_quota_email_follows_the_last_job(owner, template, mailoutbox):
+    Quota.objects.create(user=owner, gpu_hours_per_month=10)
+    charge(owner, template, 8.5)
+    Job.objects.filter(owner=owner).update(language="zh-hans")
+    notify_quota(owner.pk, now=NOW)
+    assert LANGUAGES["zh-hans"][1] in only_mail(mailoutbox)[0]
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_booking_email_is_in_the_bookings_language(reader_of, profile, mailoutbox, language):
+    from jobs.models import Booking, BookingState
+    from jobs.webhooks.events import email_booking_event
+
+    booking = Booking.objects.create(user=reader_of(language), task_name="Episode 5", duration_minutes=60,
+                                     cluster=profile, state=BookingState.CONFIRMED, language=language,
+                                     starts_at=NOW, ends_at=NOW + timedelta(hours=1))
+    assert email_booking_event(str(booking.id), "confirmed") == NoticeStatus.SENT
+    subject, text, _ = only_mail(mailoutbox)
+    assert LANGUAGES[language][2] in subject
+    assert ("The GPUs are held for you in that time." in text) == (language == "en")
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_retention_notice_is_in_the_jobs_language(reader_of, template, mailoutbox, language):
+    from jobs.results import retention
+
+    job = ended(reader_of(language), template, JobStatus.COMPLETED, name="Holiday", language=language)
+    assert retention.send_notice(str(job.id)) == NoticeStatus.SENT
+    subject, text, _ = only_mail(mailoutbox)
+    assert LANGUAGES[language][3] in subject
+    assert ("Download what you want to keep" in text) == (language == "en")
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_email_change_mails_are_in_the_language_asked_in(reader_of, mailoutbox, language):
+    from jobs.usage.notifications import send_email_change_link, send_email_changed_notice
+
+    user = reader_of(language)
+    assert send_email_change_link(user.pk, "new@example.org", language)
+    assert send_email_changed_notice(user.pk, "old@example.org", language)
+    assert [m.subject.split("] ", 1)[1] for m in mailoutbox] == list(LANGUAGES[language][4:])

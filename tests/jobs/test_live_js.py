@@ -92,8 +92,10 @@ def test_the_job_page_hands_the_script_the_task_badge_colours(pages):
     data = json.loads(blocks[0]["text"])
     assert data == {"states": TASK_STATE_CLASSES, "other": TASK_STATE_CLASS_OTHER, "groups": TASK_GROUP_OF_CLASS}
     # the server's own rows use the same colours
-    assert 'class="badge task-running">RUNNING<' in pages["job"]
-    assert 'class="badge task-bad">OUT_OF_MEMORY<' in pages["job"]
+    # plain words in the badge, Slurm's word after it
+    assert 'class="badge task-running">running</span> <span class="mono task-code"' in pages["job"]
+    assert 'class="badge task-bad">failed</span> <span class="mono task-code"' in pages["job"]
+    assert '>RUNNING</span>' in pages["job"] and '>OUT_OF_MEMORY</span>' in pages["job"]
 
 
 def test_the_live_pages_hand_the_script_the_servers_lists(pages):

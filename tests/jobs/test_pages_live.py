@@ -37,7 +37,7 @@ def test_the_job_snapshot_is_only_for_its_owner(client, request, job, who, statu
     data = r.json()
     assert data["type"] == "snapshot"
     assert data["job"]["id"] == str(job.id) and data["job"]["status"] == "running"
-    assert data["job"]["progress"] == {"total": 2, "done": 1, "failed": 0}
+    assert data["job"]["progress"] == {"total": 2, "done": 1, "failed": 0, "needs_look": 0}
     assert [(t["index"], t["status"], t["reason"]) for t in data["tasks"]] == [
         (0, "RUNNING", ""), (1, "PENDING", "waiting for a free GPU")]
     assert [t["name"] for t in data["targets"]] == ["bride.jpg", "groom.jpg"]

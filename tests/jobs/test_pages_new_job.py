@@ -168,3 +168,44 @@ def test_it_keeps_the_users_choices_after_a_refusal(logged_in, template, jpeg_by
     body = r.content.decode()
     assert 'value="Keep me"' in body and 'value="/srv/ffportal/storage/x"' in body
     assert f'value="{template.pk}"' in body and "checked" in body
+
+
+# ---- a callback URL for programs, under "Advanced" (the webhooks page points to it) ----
+
+@pytest.mark.parametrize("language, words", [
+    ("en", ["Advanced", "Callback URL (for programs)", "a program of yours can pick up the results"]),
+    ("zh-hans", ["高级选项", "回调地址（供程序使用）", "方便您的程序取回结果"])])
+def test_it_offers_a_callback_url_under_advanced(logged_in, template, language, words):
+    logged_in.cookies[settings.LANGUAGE_COOKIE_NAME] = language
+    body = logged_in.get(reverse("job-new")).content.decode()
+    assert '<details class="advanced" id="advanced">' in body and 'name="callback_url"' in body
+    for w in words:
+        assert w in body
+
+
+def test_it_refuses_a_private_callback_next_to_its_field_and_keeps_it(logged_in, template, jpeg_bytes):
+    r = logged_in.post(reverse("job-new"), {"template": template.pk, "consent": "on", "source": photo(jpeg_bytes),
+                                            "targets": photo(jpeg_bytes, "t.jpg"),
+                                            "callback_url": "http://169.254.169.254/latest/meta-data"})
+    assert_refused(r, "callback_url", "is a private, loopback or link-local address")
+    body = r.content.decode()
+    assert '<details class="advanced" id="advanced" open>' in body  # opened where the problem is
+    assert 'value="http://169.254.169.254/latest/meta-data"' in body
+
+
+def test_it_starts_a_job_that_calls_back(logged_in, template, jpeg_bytes, monkeypatch):
+    from jobs.webhooks import guard
+    monkeypatch.setattr(guard, "resolve", lambda host, port: ["93.184.216.34"])  # the DNS seam: a public address
+    r = logged_in.post(reverse("job-new"), {"template": template.pk, "consent": "on", "source": photo(jpeg_bytes),
+                                            "targets": photo(jpeg_bytes, "t.jpg"),
+                                            "callback_url": " https://hooks.example.com/ffp "})
+    assert r.status_code == 302 and Job.objects.get().callback_url == "https://hooks.example.com/ffp"
+
+
+@pytest.mark.parametrize("language, words", [
+    ("en", "Give a callback URL when you start a job (on <a href=\"/jobs/new/\">New job</a>, under “Advanced”"),
+    ("zh-hans", "在<a href=\"/jobs/new/\">新建任务</a>页面的“高级选项”里")])
+def test_the_webhooks_page_says_where_the_callback_is_given(logged_in, language, words):
+    logged_in.cookies[settings.LANGUAGE_COOKIE_NAME] = language
+    body = logged_in.get(reverse("webhooks")).content.decode()
+    assert words.replace("/jobs/new/", reverse("job-new")) in body

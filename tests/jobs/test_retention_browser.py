@@ -4,12 +4,11 @@ turns into the tombstone. The cluster side is tests/e2e/test_retention_cluster.p
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
-from django.test import Client
 
 from jobs.models import Job
-from tests.e2e.test_browser_live import CHROMIUM, CHROMIUM_ARGS, _sync_playwright, running_server
+from tests.e2e.test_browser_live import running_server
 
+from .browser_helpers import signed_in_page
 from .test_retention import finished_job
 
 pytestmark = pytest.mark.slow
@@ -24,33 +23,21 @@ def web_server(transactional_db, tmp_path):
 def test_the_owner_confirms_and_the_page_becomes_the_tombstone(web_server, owner, template, monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     job = finished_job(owner, template)
-    session = Client()
-    session.force_login(owner)
-    cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
-    with _sync_playwright()() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(base_url=web_server.url)
-            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": web_server.url}])
-            page = context.new_page()
-            errors = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"/jobs/{job.id}")
+    with signed_in_page(web_server.url, owner) as (page, errors):
+        page.goto(f"/jobs/{job.id}")
 
-            page.locator("#job-delete button").click()
-            dialog = page.locator("#delete-dialog")
-            assert dialog.is_visible() and "cannot be undone" in dialog.inner_text()
-            dialog.get_by_role("button", name="Keep the files").click()
-            assert not dialog.is_visible() and job.media_dir.is_dir()
-            assert Job.objects.get(pk=job.pk).files_deleted_at is None
+        page.locator("#job-delete button").click()
+        dialog = page.locator("#delete-dialog")
+        assert dialog.is_visible() and "cannot be undone" in dialog.inner_text()
+        dialog.get_by_role("button", name="Keep the files").click()
+        assert not dialog.is_visible() and job.media_dir.is_dir()
+        assert Job.objects.get(pk=job.pk).files_deleted_at is None
 
-            page.locator("#job-delete button").click()
-            with page.expect_navigation():
-                dialog.get_by_role("button", name="Delete job and files").click()
-            assert "Files deleted on" in page.locator("#job-files-deleted").inner_text()
-            assert page.locator("#job-delete").count() == 0 and page.locator("#job-download").count() == 0
-            assert not job.media_dir.exists()
-            assert Job.objects.get(pk=job.pk).files_deleted_at is not None
-            assert errors == []
-        finally:
-            browser.close()
+        page.locator("#job-delete button").click()
+        with page.expect_navigation():
+            dialog.get_by_role("button", name="Delete job and files").click()
+        assert "Files deleted on" in page.locator("#job-files-deleted").inner_text()
+        assert page.locator("#job-delete").count() == 0 and page.locator("#job-download").count() == 0
+        assert not job.media_dir.exists()
+        assert Job.objects.get(pk=job.pk).files_deleted_at is not None
+        assert errors == []

@@ -290,3 +290,49 @@ def test_submitted_at_is_fresh_for_the_new_attempt(owner, template, monkeypatch,
     submit.submit_job(str(job.id))
     job.refresh_from_db()
     assert timezone.now() - job.submitted_at < timedelta(minutes=1)
+
+
+def damaged_folder_job(owner, template):
+    """A folder job whose target 3 was damaged (the watcher's words for a file in the user's folder)."""
+    from jobs.results.target_words import target_message
+    from jobs.watcher.decide import target_fields
+    from worker.progress import TargetRecord
+
+    job = ended_job(owner, template)
+    Job.objects.filter(pk=job.pk).update(target_folder="/srv/ffportal/storage/shoot",
+                                         submitted_at=timezone.now() - timedelta(hours=1))
+    job.refresh_from_db()
+    record = TargetRecord(index=3, target="3.jpg", output="3.jpg", status="failed", message="3.jpg is truncated",
+                          code="damaged", params={"name": "3.jpg"})
+    fields = target_fields(record, job.target_folder)
+    assert fields["message"] == ("3.jpg in /srv/ffportal/storage/shoot is damaged: export it again into the same "
+                                 "folder, then choose Retry failed")
+    assert "upload it again" in target_message("damaged", {"name": "3.jpg"}, "")  # an uploaded file: upload again
+    Target.objects.filter(job=job, index=3).update(message=fields["message"], cluster_path="/srv/ffportal/storage/shoot/3.jpg")
+    Target.objects.filter(job=job, index__in=(4, 5)).update(status=TargetStatus.DONE, failed_with_task=False)
+    return job
+
+
+def test_a_damaged_folder_file_still_the_same_is_not_retried_and_retry_says_why(owner, template, fake_ssh):
+    from jobs.job.retry import retry_refusal
+
+    job = damaged_folder_job(owner, template)
+    before = int((timezone.now() - timedelta(days=2)).timestamp())
+    runner = fake_ssh(on_run={"stat": f"{before} /srv/ffportal/storage/shoot/3.jpg\0"})
+    assert not retry_failed(job, actor=owner)
+    assert runner.commands[-1][:4] == ["stat", "--printf", "%Y %n\\0", "--"]
+    assert retry_refusal(job) == ("1 damaged file is still the same: export it again into /srv/ffportal/storage/shoot "
+                                  "first, then choose Retry failed.")
+    job.refresh_from_db()
+    assert job.attempt == 1
+    r = session_client(owner).post(f"/jobs/{job.id}/retry", HTTP_ACCEPT_LANGUAGE="zh-hans", follow=True)
+    assert "1 个损坏的文件仍然没有变化" in r.content.decode()
+
+
+def test_a_damaged_folder_file_exported_again_is_retried(owner, template, fake_ssh):
+    job = damaged_folder_job(owner, template)
+    after = int(timezone.now().timestamp())
+    fake_ssh(on_run={"stat": f"{after} /srv/ffportal/storage/shoot/3.jpg\0"})
+    assert retry_failed(job, actor=owner)
+    job.refresh_from_db()
+    assert job.attempt == 2 and Target.objects.get(job=job, index=3).status == TargetStatus.WAITING

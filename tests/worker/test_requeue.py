@@ -80,6 +80,7 @@ def test_a_requeued_chunk_processes_only_the_remaining_targets_each_exactly_once
     records = after["records"]
     assert {n: records[n].status for n in NAMES} == {
         "a.jpg": "skipped", "b.jpg": "skipped", "c.jpg": "done", "d.jpg": "done", "e.jpg": "done"}
+    assert records["a.jpg"].code == "done_earlier"  # the portal says it in the reader's words (target_words)
     assert {n: (outputs / n).stat().st_mtime_ns for n in kept} == kept  # finished outputs untouched
     assert sorted(p.name for p in outputs.iterdir() if not p.name.startswith(".")) == NAMES
     assert all((outputs / n).read_bytes() == b"swapped " + n.encode() for n in NAMES)

@@ -1,5 +1,9 @@
 """`manage.py seed_local`: the local cluster profile, two templates and a demo account.
 
+Every sample template and cluster has an English and a Simplified Chinese name, and a card
+description in plain words for someone who has never seen a cluster: what it is for, never how
+Slurm runs it, and nothing about speed (the cards show measured speed once there is some).
+
 Reads the same environment as scripts/cluster/env.sh (FFP_*), so the profile matches what
 scripts/cluster/up.sh started: its SSH key (stored encrypted, as every profile's: jobs.secrets) and
 the pinned host key line. Safe to run again: it updates the rows in place and never resets the
@@ -44,11 +48,11 @@ class Command(BaseCommand):
             raise CommandError(f"{key_path} or {kh_path} is missing: run scripts/cluster/up.sh first")
         storage = env("FFP_STORAGE", "/srv/ffportal/storage")
 
-        def seed_profile(slug, name, port, known_hosts: Path, work_root):
+        def seed_profile(slug, name, name_zh, port, known_hosts: Path, work_root):
             return ClusterProfile.objects.update_or_create(
                 slug=slug,
                 defaults=dict(
-                    name=name, host=env("FFP_SSH_HOST", "127.0.0.1"), port=int(port),
+                    name=name, name_zh=name_zh, host=env("FFP_SSH_HOST", "127.0.0.1"), port=int(port),
                     username=env("FFP_SSH_USER", "ffportal"), private_key=key_path.read_text(),
                     known_hosts=known_hosts.read_text().strip(), work_root=work_root,
                     target_roots=[storage], path_mapping=[[storage, storage]], worker_python=env("FFP_PYTHON", str(repo / ".venv" / "bin" / "python")),
@@ -56,32 +60,39 @@ class Command(BaseCommand):
                 ),
             )[0]
 
-        profile = seed_profile("local", "Local cluster", env("FFP_SSH_PORT", "2222"), kh_path,
+        profile = seed_profile("local", "Local cluster", "本地集群", env("FFP_SSH_PORT", "2222"), kh_path,
                                env("FFP_WORK", "/srv/ffportal/work"))
         gres = env("FFP_GPU_GRES", "gpu:h200")
         gpu_type = gres.split(":")[1] if gres.count(":") >= 1 else ""
         Template.objects.update_or_create(slug="gpu-batch", defaults=dict(
-            name="GPU batch", cluster=profile, partition=env("FFP_GPU_PARTITION", "gpu"), gpu_type=gpu_type,
+            name="GPU batch", name_zh="GPU（显卡）处理", cluster=profile, partition=env("FFP_GPU_PARTITION", "gpu"), gpu_type=gpu_type,
             gpu_count=1, cpus_per_task=1, mem="2G", time_limit="00:20:00", chunk_size=2, engine="auto",
             face_selector="many", order=1, is_active=True,
-            description="One GPU per task, two images per task: the fastest way through a big folder."))
+            description="Uses a graphics card (GPU), with the better face models where the cluster has them. "
+                        "The time it runs counts towards your monthly GPU time.",
+            description_zh="使用显卡（GPU）处理；集群装有更好的人脸模型时会用上它们。运行时间计入您每月的 GPU 用量。"))
         Template.objects.update_or_create(slug="cpu-small", defaults=dict(
-            name="CPU, small jobs", cluster=profile, partition=env("FFP_CPU_PARTITION", "cpu"), gpu_type="",
+            name="CPU, small jobs", name_zh="CPU 处理，适合少量文件", cluster=profile, partition=env("FFP_CPU_PARTITION", "cpu"), gpu_type="",
             gpu_count=0, cpus_per_task=1, mem="2G", time_limit="00:30:00", chunk_size=5, engine="classic",
             face_selector="many", order=2, is_active=True,
-            description="No GPU: the classic engine on CPUs. Good for a handful of photos."))
+            description="Works without a graphics card, so it uses none of your monthly GPU time. Good for a "
+                        "handful of photos; slower on big photos and videos.",
+            description_zh="无需显卡，不占用您每月的 GPU 用量。适合处理少量照片；照片很大或是视频时会比较慢。"))
         # The second local cluster (scripts/cluster/second.sh), once it has been started: another
         # profile, reached through its own sshd, and a template for the GPU type only it has.
         kh_second = Path(env("FFP_SECOND_SSH_KNOWN_HOSTS", str(state / "ssh" / "known_hosts-second")))
         if env("FFP_SECOND", "1") != "0" and kh_second.exists():
-            second = seed_profile("second", "Second cluster", env("FFP_SECOND_SSH_PORT", "2223"), kh_second,
+            second = seed_profile("second", "Second cluster", "第二集群", env("FFP_SECOND_SSH_PORT", "2223"), kh_second,
                                   env("FFP_SECOND_WORK", "/srv/ffportal/work-second"))
             gres = env("FFP_SECOND_GPU_GRES", "gpu:a100")
             Template.objects.update_or_create(slug="gpu-second", defaults=dict(
-                name="A100s of the second cluster", cluster=second, partition=env("FFP_GPU_PARTITION", "gpu"),
+                name="A100s of the second cluster", name_zh="第二集群的 A100 显卡", cluster=second, partition=env("FFP_GPU_PARTITION", "gpu"),
                 gpu_type=gres.split(":")[1] if gres.count(":") >= 1 else "", gpu_count=1, cpus_per_task=1,
                 mem="1G", time_limit="00:20:00", chunk_size=2, engine="auto", face_selector="many", order=3,
-                is_active=True, description="One GPU per task on the second cluster (its node has 1 GB of memory)."))
+                is_active=True,
+                description="Uses an NVIDIA A100 graphics card (GPU) on the second cluster: a choice for when "
+                            "the first one is busy. The time it runs counts towards your monthly GPU time.",
+                description_zh="使用第二集群的 NVIDIA A100 显卡（GPU），第一个集群繁忙时可以选它。运行时间计入您每月的 GPU 用量。"))
 
         # The newer clusters (scripts/cluster/newer.sh: Slurm 24.11 and 26.05, two nodes each), those
         # that are up: each describes itself in $FFP_STATE/clusters/<name>.json. A profile each (slug
@@ -90,18 +101,23 @@ class Command(BaseCommand):
         for info_path in sorted((state / "clusters").glob("*.json")):
             info = json.loads(info_path.read_text())
             slug, version = info["slug"], info["version"]
-            newer = seed_profile(slug, f"Slurm {version} cluster", info["ssh_port"], Path(info["known_hosts"]),
+            newer = seed_profile(slug, f"Slurm {version} cluster", f"Slurm {version} 集群", info["ssh_port"], Path(info["known_hosts"]),
                                  info["work_root"])
             Template.objects.update_or_create(slug=f"gpu-{slug}", defaults=dict(
-                name=f"GPU on Slurm {version}", cluster=newer, partition=env("FFP_GPU_PARTITION", "gpu"),
+                name=f"GPU on Slurm {version}", name_zh=f"Slurm {version} 集群上的 GPU", cluster=newer, partition=env("FFP_GPU_PARTITION", "gpu"),
                 gpu_type="", gpu_count=1, cpus_per_task=1, mem="1G", time_limit="00:20:00", chunk_size=2,
                 engine="auto", face_selector="many", order=10, is_active=True,
-                description=f"One GPU per task, on any of the Slurm {version} cluster's computers."))
+                description=f"Uses a graphics card (GPU) on the Slurm {version} test cluster. If one of its two "
+                            f"computers stops, the work carries on on the other.",
+                description_zh=f"使用 Slurm {version} 测试集群上的显卡（GPU）。它的两台计算机中有一台停止工作时，"
+                               f"任务会在另一台上继续。"))
             Template.objects.update_or_create(slug=f"cpu-{slug}", defaults=dict(
-                name=f"CPU on Slurm {version}", cluster=newer, partition=env("FFP_CPU_PARTITION", "cpu"),
+                name=f"CPU on Slurm {version}", name_zh=f"Slurm {version} 集群上的 CPU", cluster=newer, partition=env("FFP_CPU_PARTITION", "cpu"),
                 gpu_type="", gpu_count=0, cpus_per_task=1, mem="1G", time_limit="00:30:00", chunk_size=5,
                 engine="classic", face_selector="many", order=11, is_active=True,
-                description=f"No GPU: the classic engine on the Slurm {version} cluster's computers."))
+                description=f"Works without a graphics card, on the Slurm {version} test cluster. Uses none of "
+                            f"your monthly GPU time.",
+                description_zh=f"无需显卡，在 Slurm {version} 测试集群上处理，不占用您每月的 GPU 用量。"))
             # The worker's container image, where scripts/cluster/worker-image.sh built one for this
             # cluster: a GPU and a CPU template whose tasks start it with `apptainer exec`
             # ("apptainer-slurm-26-05", "apptainer-cpu-slurm-26-05").
@@ -109,19 +125,27 @@ class Command(BaseCommand):
             if image_path.exists():
                 image = json.loads(image_path.read_text())
                 Template.objects.update_or_create(slug=f"apptainer-{slug}", defaults=dict(
-                    name=f"GPU in a container on Slurm {version}", cluster=newer,
+                    name=f"GPU in a container on Slurm {version}", name_zh=f"Slurm {version} 集群上的 GPU（容器）",
+                    cluster=newer,
                     partition=env("FFP_GPU_PARTITION", "gpu"), gpu_type="", gpu_count=1, cpus_per_task=1,
                     mem="1G", time_limit="00:20:00", chunk_size=2, engine="auto", face_selector="many",
                     order=12, is_active=True, container_image=image["image"],
-                    description=f"One GPU per task; the worker runs in its Apptainer image on the Slurm {version} "
-                                f"cluster."))
+                    description=f"Uses a graphics card (GPU) on the Slurm {version} test cluster, with the "
+                                f"face-swap software in a sealed, ready-made package (a container), so every run "
+                                f"uses exactly the same version.",
+                    description_zh=f"使用 Slurm {version} 测试集群上的显卡（GPU）。换脸软件装在一个封装好的软件包"
+                                   f"（容器）里运行，每次运行的版本完全相同。"))
                 Template.objects.update_or_create(slug=f"apptainer-cpu-{slug}", defaults=dict(
-                    name=f"CPU in a container on Slurm {version}", cluster=newer,
+                    name=f"CPU in a container on Slurm {version}", name_zh=f"Slurm {version} 集群上的 CPU（容器）",
+                    cluster=newer,
                     partition=env("FFP_CPU_PARTITION", "cpu"), gpu_type="", gpu_count=0, cpus_per_task=1,
                     mem="1G", time_limit="00:30:00", chunk_size=5, engine="classic", face_selector="many",
                     order=13, is_active=True, container_image=image["image"],
-                    description=f"No GPU: the classic engine, in the worker's Apptainer image on the Slurm {version} "
-                                f"cluster."))
+                    description=f"Works without a graphics card on the Slurm {version} test cluster, with the "
+                                f"face-swap software in a sealed, ready-made package (a container). Uses none "
+                                f"of your monthly GPU time.",
+                    description_zh=f"无需显卡，在 Slurm {version} 测试集群上处理，换脸软件装在一个封装好的软件包"
+                                   f"（容器）里运行。不占用您每月的 GPU 用量。"))
 
         user, created = User.objects.get_or_create(username=opts["demo_user"])
         password = opts["demo_password"]

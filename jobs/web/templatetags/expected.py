@@ -5,7 +5,7 @@ from django import template
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs.bookings.use import outlast_warning
+from jobs.bookings.use import outlast_warning, waiting_words
 from jobs.job.expected import seconds_per_photo, when_words, work_seconds
 
 register = template.Library()
@@ -28,4 +28,6 @@ def booking_note(job) -> dict | None:
         warning = outlast_warning(booking, work_seconds(job.snapshot, left, seconds_per_photo(job)), timezone.now())
         if warning:
             return {"text": warning, "warn": True}
+    if waiting := waiting_words(job):  # why it waits, in the booking's words (Slurm says only "Reservation")
+        return {"text": waiting, "warn": False}
     return {"text": _("Runs inside your GPU booking “%(name)s”.") % {"name": booking.task_name}, "warn": False}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django import template
 
-from jobs.live.view import TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES
+from jobs.live.view import TASK_GROUP_LABELS, TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES, task_group
 from jobs.models.job import JobStatus
 from worker.manifest import is_video_name
 
@@ -38,6 +38,13 @@ def thousands(value) -> str:
 def task_state_class(state: str) -> str:
     """A badge colour for a Slurm task state."""
     return TASK_STATE_CLASSES.get((state or "").upper(), TASK_STATE_CLASS_OTHER)
+
+
+@register.filter
+def task_state_words(state: str) -> str:
+    """A Slurm task state in the reader's words: the group it is counted in (done, running, waiting,
+    failed, cancelled), as the summary above the table and the live script say it."""
+    return str(TASK_GROUP_LABELS[task_group(state)])
 
 
 @register.filter

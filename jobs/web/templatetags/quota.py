@@ -2,8 +2,7 @@
 
 `est.per_100` is the GPU-hours of 100 images on template `t`, in words ("0.9"); `est.speed.text` says
 how long 100 photos take ("about 3 minutes for 100 photos (measured)") from the template's measured
-history, or from the admin's seconds-per-image figure while there is too little of it (its `title`
-says which); `est.limit` is the
+history, or "Speed not measured yet" while there is too little of it; `est.limit` is the
 time limit in plain words ("20 minutes"); `est.gpu` the GPUs ("1 GPU", "2 GPUs (NVIDIA H200)").
 The other keys are the numbers static/js/estimate.js needs to redo
 `jobs.quotas.estimate_gpu_hours` for the files chosen, as plain (never localised) strings.
@@ -50,14 +49,13 @@ def template_estimate(t) -> dict:
 
 
 def speed_words(t) -> dict:
-    """{"text": "about 3 minutes for 100 photos (measured)", "title": where the figure comes from}:
-    measured on the template's last jobs, else the admin's seconds-per-image figure."""
+    """{"text": "about 3 minutes for 100 photos (measured)", "title": where the figure comes from},
+    measured on the template's last jobs. Before that the card says so and gives no time: the
+    admin's seconds-per-image figure (a default, mostly) made every card read "about 6 minutes"."""
     per_photo, measured = measured_seconds_per_photo(t)
     if per_photo is None:
-        per_photo = t.seconds_per_image if t.seconds_per_image is not None else DEFAULT_SECONDS_PER_IMAGE
-        return {"text": _("about %(time)s for 100 photos (estimated)") % {
-                    "time": plain_duration(100 * per_photo + MODEL_LOAD_SECONDS)},
-                "title": _("Not measured yet: the administrator's estimate for this template.")}
+        return {"text": _("Speed not measured yet"),
+                "title": _("The time 100 photos take is shown once this template has finished a few jobs.")}
     return {"text": _("about %(time)s for 100 photos (measured)") % {
                 "time": plain_duration(100 * per_photo + MODEL_LOAD_SECONDS)},
             "title": ngettext("Measured on %(n)s photo of this template's recent jobs.",

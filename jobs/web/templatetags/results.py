@@ -11,6 +11,7 @@ from django.db.models import OuterRef, Subquery
 
 from jobs.models import Job, Target
 from jobs.models.job import OK_TARGET_STATUSES
+from jobs.results.self_check import target_self_check_words
 
 register = template.Library()
 
@@ -40,3 +41,9 @@ def first_results(jobs) -> dict:
 def index_of(firsts: dict, job_id):
     """The job's first result index from `first_results`, or None (the row shows a placeholder)."""
     return firsts.get(job_id)
+
+
+@register.filter
+def look_words(target: Target) -> str:
+    """What the worker's own look found wrong with a result ("" when nothing): jobs.results.self_check."""
+    return target_self_check_words(target)

@@ -1,6 +1,10 @@
 """Booking pages: my bookings (/bookings/), book GPUs (/bookings/new, with the off-peak heat map and
 suggestions), the calendar of the next 7 days per GPU type, a booking's page, and Cancel.
 
+Times are shown in the user's time zone: the browser names it in a cookie (static/js/bookings/main.js,
+`ZONE_COOKIE`), every booking view renders under it (`in_user_zone`), and until it is known the
+site's zone is used and named. One format for a moment on every booking page: 2026-12-01 23:48.
+
 Thin: the form only collects the user's choices in plain words and turns them into the seed's JSON;
 every rule (matching, capacity, quota, states) is `jobs.bookings` (shared with the API), whose
 `BookingError` names the fields to show each problem next to. Every booking is looked up through
@@ -8,9 +12,12 @@ every rule (matching, capacity, quota, states) is `jobs.bookings` (shared with t
 """
 from __future__ import annotations
 
+import functools
+import re
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import messages
@@ -24,6 +31,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from jobs.bookings import offpeak
+from jobs.bookings.use import jobs_inside
 from jobs.models import Booking, BookingPolicy, BookingState, ClusterProfile, GpuType, StartChoice
 from jobs.models.booking import HOLDING_STATES
 from jobs.moments import WEEKDAYS_SHORT
@@ -35,6 +43,29 @@ PROBLEM_FIELDS = {"count": "gpu_count", "gpu_count": "gpu_count", "start": "star
 #: what the suggestions and the heat map assume before the user says more
 DEFAULT_HOURS = 2
 CALENDAR_DAYS = 7
+#: the browser's IANA time zone ("Asia/Shanghai"), set by static/js/bookings/main.js
+ZONE_COOKIE = "ffp_tz"
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+/-]{0,63}")
+
+
+def user_zone(request: HttpRequest):
+    """The zone the user's browser is in (its cookie), or the site's while the browser has not said."""
+    name = request.COOKIES.get(ZONE_COOKIE, "")
+    if name and _ZONE_NAME.fullmatch(name) and ".." not in name:
+        try:
+            return ZoneInfo(name)
+        except (ValueError, OSError):  # unknown to this machine's tz database
+            pass
+    return timezone.get_default_timezone()
+
+
+def in_user_zone(view):
+    """Render the view (and read its form's times) in the user's time zone."""
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        with timezone.override(user_zone(request)):
+            return view(request, *args, **kwargs)
+    return wrapped
 
 
 class BookingForm(forms.Form):
@@ -97,14 +128,20 @@ def get_booking_for_user(user, booking_id) -> Booking:
 
 @login_required
 @require_safe
+@in_user_zone
 def booking_list(request: HttpRequest) -> HttpResponse:
-    bookings = Booking.objects.visible_to(request.user).select_related("gpu_type", "cluster").order_by("-created_at")
-    return render(request, "jobs/booking_list.html", {"bookings": bookings[:200],
+    bookings = list(Booking.objects.visible_to(request.user).select_related("gpu_type", "cluster")
+                    .order_by("-created_at")[:200])
+    inside = jobs_inside([b for b in bookings if not b.is_final])
+    for booking in bookings:  # what Cancel does to the jobs inside each (its dialog says so)
+        booking.inside = inside.get(booking.pk)
+    return render(request, "jobs/booking_list.html", {"bookings": bookings,
                                                       "time_zone": timezone.get_current_timezone_name()})
 
 
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
+@in_user_zone
 def booking_new(request: HttpRequest) -> HttpResponse:
     from jobs import bookings
 
@@ -121,7 +158,7 @@ def booking_new(request: HttpRequest) -> HttpResponse:
     else:
         form = BookingForm(initial=_initial_from(request))
     context = {"form": form, "policy": BookingPolicy.current(), "time_zone": timezone.get_current_timezone_name(),
-               **quiet_hours(request.user, form)}
+               "site_time_zone": offpeak.site_zone().key, **quiet_hours(request.user, form)}
     return render(request, "jobs/booking_new.html", context)
 
 
@@ -172,9 +209,10 @@ def load_step(share: float) -> int:
 
 
 def heat_map(profile, share, now: datetime) -> dict:
-    """Rows Monday..Sunday, a cell per hour of the site's zone: its load step and the next time that
-    hour of the week comes (what clicking it picks as the start)."""
-    local_now = timezone.localtime(now)
+    """Rows Monday..Sunday, a cell per hour of the site's zone (the hours the load is counted in): its
+    load step and the next time that hour of the week comes, in the user's zone (what clicking it
+    picks as the start, read back in that zone)."""
+    local_now = now.astimezone(offpeak.site_zone())
     today = local_now.replace(hour=0, minute=0, second=0, microsecond=0)
     rows = []
     for day in range(7):
@@ -186,13 +224,14 @@ def heat_map(profile, share, now: datetime) -> dict:
                 when += timedelta(days=7)
             value = share[day][hour] if share else 0.0
             cells.append({"hour": hour, "step": load_step(value), "percent": round(value * 100),
-                          "start": when.strftime("%Y-%m-%dT%H:%M")})
+                          "start": timezone.localtime(when).strftime("%Y-%m-%dT%H:%M")})
         rows.append({"day": day, "name": WEEKDAYS[day], "short": WEEKDAYS_SHORT[day], "cells": cells})
     return {"profile": profile, "rows": rows, "known": share is not None, "hours": range(0, 24, 3)}
 
 
 @login_required
 @require_safe
+@in_user_zone
 def booking_calendar(request: HttpRequest) -> HttpResponse:
     from jobs import bookings
 
@@ -236,8 +275,10 @@ def day_bars(held: list[Booking], day: datetime, user) -> list[dict]:
 
 @login_required
 @require_safe
+@in_user_zone
 def booking_detail(request: HttpRequest, booking_id: UUID) -> HttpResponse:
     booking = get_booking_for_user(request.user, booking_id)
+    booking.inside = jobs_inside([booking])[booking.pk]
     return render(request, "jobs/booking_detail.html", {"booking": booking, "BookingState": BookingState,
                                                          "time_zone": timezone.get_current_timezone_name()})
 
@@ -248,8 +289,21 @@ def booking_cancel(request: HttpRequest, booking_id: UUID) -> HttpResponse:
     from jobs import bookings
 
     booking = get_booking_for_user(request.user, booking_id)
+    inside = jobs_inside([booking])[booking.pk]
     if bookings.cancel(booking, request.user):
-        messages.success(request, _("Booking cancelled. Its GPUs are free for others again."))
+        messages.success(request, cancelled_words(booking, inside))
     else:
         messages.info(request, _("This booking has already ended; there is nothing to cancel."))
     return redirect("booking-detail", booking_id=booking.id)
+
+
+def cancelled_words(booking: Booking, inside) -> str:
+    """What Cancel did, truthfully: the reservation is deleted after the commit (an RQ task that first
+    moves the waiting jobs out), so its GPUs are not free yet when the page says this."""
+    said = [_("Booking cancelled.")]
+    said += inside.words()
+    if not booking.reservation_made:
+        said.append(_("Its GPUs were not held on the cluster yet."))
+    elif not inside.running:
+        said.append(_("The cluster releases its GPUs in a moment; this page shows when it has."))
+    return " ".join(str(w) for w in said)

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_safe
 from jobs.clusters import browse as browsing  # the module, so tests can swap browsing.browse
 from jobs.clusters.folder_check import count_folder
 from jobs.errors import BrowseError
+from worker.manifest import IMAGE_EXTENSIONS, is_video_name
 
 #: files listed under a folder's sub-folders; the rest are counted (a shoot can hold thousands)
 FILES_SHOWN = 200
@@ -36,7 +37,7 @@ def folder_browse(request: HttpRequest) -> HttpResponse:
         context["error"], status = exc.message, exc.status
     else:
         entries = listing["entries"]
-        files = [e for e in entries if e["type"] == "file"]
+        files = [{**e, "kind": file_kind(e["name"])} for e in entries if e["type"] == "file"]
         context.update(
             path=listing["path"],
             dirs=[e for e in entries if e["type"] == "dir"],
@@ -47,6 +48,13 @@ def folder_browse(request: HttpRequest) -> HttpResponse:
     context["profiles"] = profiles if len(profiles) > 1 else []
     template = "jobs/_folder_listing.html" if request.GET.get("partial") else "jobs/folder_browse.html"
     return render(request, template, context, status=status)
+
+
+def file_kind(name: str) -> str:
+    """"photo", "video" or "other": which glyph a file gets in the listing (the job's own rules)."""
+    if is_video_name(name):
+        return "video"
+    return "photo" if name.lower().endswith(IMAGE_EXTENSIONS) else "other"
 
 
 def breadcrumbs(path: str, roots: list[str]) -> list[tuple[str, str]]:

@@ -11,20 +11,24 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from jobs import bookings
 from jobs.bookings.use import job_outlasts_booking
 from jobs.errors import StartError
+from jobs.job.preview import start_preview
 from jobs.job.start import start_job
 from jobs.models import Job, Upload, UploadKind
-from jobs.quotas import quota_status
+from jobs.models.job import PREVIEW_PHOTOS
+from jobs.quotas import quota_status, targets_limits
 from jobs.uploads import store as upload_store
 from jobs.web.forms import NewJobForm
 from jobs.web.views.uploads import describe
+from worker.facecheck import SAME_PERSON_MAX_DISTANCE
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 #: files of a repeated job made ready again at most (a bigger set: pick its folder, or start it anew)
@@ -37,18 +41,29 @@ def job_new(request: HttpRequest) -> HttpResponse:
     sent = {"source": [], "targets": [], "reference": []}
     if request.method == "POST":
         form = NewJobForm(request.POST, request.FILES, user=request.user)
+        preview = "preview" in request.POST  # "Try it on a few photos" (jobs.job.preview)
         if form.is_valid():
             data = form.cleaned_data
             try:
+                if preview:
+                    sent = _kept(request, data)  # every file an upload now: the preview copies them
+                    return _previewed(request, start_preview(
+                        user=request.user, template=data["template"], sent=sent,
+                        target_folder=data["target_folder"].strip(), name=data["name"],
+                        face_selector=data["face_selector"] or None, consent=data["consent"],
+                        booking=request.POST.get("booking", "").strip() or None,
+                        mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")), request=request))
                 job = start_job(user=request.user, template=data["template"], sources=data["source"],
                                 target_folder=data["target_folder"].strip(), target_files=data["targets"],
                                 consent=data["consent"], name=data["name"], request=request,
                                 source_uploads=data["source_uploads"], target_uploads=data["target_uploads"],
                                 face_selector=data["face_selector"] or None, reference=data["reference"],
-                                reference_uploads=data["reference_uploads"],
-                                booking=request.POST.get("booking", "").strip() or None)
+                                reference_uploads=data["reference_uploads"], callback_url=data["callback_url"],
+                                booking=request.POST.get("booking", "").strip() or None,
+                                mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")))
             except StartError as exc:
-                sent = _kept(request, data)  # before add_error, which takes fields out of cleaned_data
+                if not preview:
+                    sent = _kept(request, data)  # before add_error, which takes fields out of cleaned_data
                 for field, message in exc.problems:
                     form.add_error(field if field in form.fields else None, message)
             else:
@@ -56,24 +71,31 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 if warning := job_outlasts_booking(job):
                     messages.warning(request, warning)
                 return redirect("job-detail", job_id=job.id)
+        if preview and _wants_json(request):  # the page's script shows them by the Try button
+            return JsonResponse({"errors": [str(m) for messages_ in form.errors.values() for m in messages_]},
+                                status=400)
     else:
         form = NewJobForm(user=request.user, initial={"target_folder": request.GET.get("target_folder", "")})
-        # The admin's first template (by their order) is the default choice.
-        first = form.fields["template"].queryset.first()
+        # The template of the user's last job, else the admin's first card (Template.objects.default_for).
+        first = form.fields["template"].queryset.default_for(request.user)
         form.initial["template"] = first.pk if first else None
         form.initial["face_selector"] = first.face_selector if first else "many"
         again = _job_to_repeat(request)
         if again is not None:
             sent = _fill_from(form, again, request.user)
+    templates = form.fields["template"].queryset
     context = {
-        "form": form, "quota": quota_status(request.user),
+        "form": form, "quota": quota_status(request.user), "preview_photos": PREVIEW_PHOTOS,
+        # what the page's script checks as files are chosen or a folder counted, before Start
+        "targets_limits": targets_limits(request.user, {t.cluster for t in templates}),
         # the user's GPU bookings a job may run in ("Run inside my GPU booking"); Start checks the cluster
         "bookings": list(bookings.usable_bookings(request.user)),
         "booking_chosen": request.POST.get("booking", "") if request.method == "POST" else request.GET.get("booking", ""),
         # what the upload widget starts from: files already sent, with what their check found
         "sent": {key: [describe(u) for u in uploads] for key, uploads in sent.items()},
         "upload_limits": {"max_bytes": settings.UPLOAD_MAX_BYTES, "image_ext": " ".join(IMAGE_EXTENSIONS),
-                          "video_ext": " ".join(VIDEO_EXTENSIONS)},
+                          "video_ext": " ".join(VIDEO_EXTENSIONS),
+                          "same_person_max": SAME_PERSON_MAX_DISTANCE},  # face photos of two people (jobs.uploads.identity)
     }
     # What the user has left, shown before Start (the Start itself checks again, under a lock).
     return render(request, "jobs/job_new.html", context)
@@ -111,6 +133,7 @@ def _fill_from(form: NewJobForm, job: Job, user) -> dict[str, list[Upload]]:
     form.initial["face_selector"] = job.snapshot.face_selector
     form.initial["target_folder"] = job.target_folder
     form.initial["name"] = job.name
+    form.initial["callback_url"] = job.callback_url
     sources = [upload_store.keep(user, s.file.path, UploadKind.SOURCE, name=s.original_name)
                for s in job.sources.all()[:AGAIN_MAX_FILES] if s.file]
     targets = [] if job.target_folder else [
@@ -118,3 +141,18 @@ def _fill_from(form: NewJobForm, job: Job, user) -> dict[str, list[Upload]]:
         for t in job.targets.exclude(upload="").order_by("index")[:AGAIN_MAX_FILES]]
     reference = [upload_store.keep(user, job.reference_face.path, UploadKind.REFERENCE)] if job.reference_face else []
     return {"source": [u for u in sources if u], "targets": [u for u in targets if u], "reference": [u for u in reference if u]}
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return request.headers.get("Accept", "").startswith("application/json")
+
+
+def _previewed(request: HttpRequest, job: Job) -> HttpResponse:
+    """A preview started: the page's script follows it in place (the form keeps every choice, for
+    the whole job's Start); without a script, its own page."""
+    if _wants_json(request):
+        return JsonResponse({"id": str(job.id), "name": job.name,
+                             "url": reverse("job-detail", args=[job.id]),
+                             "live": reverse("job-live", args=[job.id])}, status=201)
+    messages.success(request, _("Preview started. Your files are still on the New job page for the whole job."))
+    return redirect("job-detail", job_id=job.id)

@@ -26,7 +26,7 @@ from jobs.job.retry import (
     retry_refusal,
 )
 from jobs.live.view import View, page_of_job
-from jobs.models import Job
+from jobs.models import Job, JobStatus, Target, TargetStatus
 from jobs.models.job import OK_TARGET_STATUSES
 from jobs.web.views import get_job_for_user, get_target_for_user
 from jobs.web.views.sources import job_sources
@@ -59,7 +59,7 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "progress": progress_of(job),
         "has_outputs": job.targets.filter(status__in=OK_TARGET_STATUSES).exclude(output_file="").exists(),
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,
-        "template_name": job.snapshot.name,  # what it ran with, not the edited template
+        "template_name": job.snapshot.shown_name,  # what it ran with, not the edited template
         "can_retry": can_retry(job),
         "can_replace": job.is_final,
         "replaceable": [str(s) for s in REPLACEABLE],
@@ -128,7 +128,7 @@ def can_retry(job: Job) -> bool:
 
 
 def media_words(job: Job) -> str:
-    """"8 photos and 2 videos": the job's targets by kind (one aggregate query); "" before they are known."""
+    """"8 photos", "2 videos" or "10 (8 photos and 2 videos)": the job's targets by kind (one aggregate query); "" before they are known."""
     if not job.total:
         return ""
     is_video = Q()
@@ -142,17 +142,44 @@ def media_words(job: Job) -> str:
         return photo_words
     if not photos:
         return video_words
-    return _("%(photos)s and %(videos)s") % {"photos": photo_words, "videos": video_words}
+    # "11 (10 photos and 1 video)": in "10 of 10 photos and 1 video done" the 10 reads as the photos'
+    # alone, as if the video were done too.
+    return _("%(total)s (%(photos)s and %(videos)s)") % {"total": f"{job.total:,}", "photos": photo_words,
+                                                         "videos": video_words}
 
 
 def progress_of(job: Job) -> dict:
-    """Done / failed / left, and the bar's widths in whole percent."""
+    """Done / failed / left, and the bar's widths in whole percent.
+
+    A running video counts as the share of its frames done, so a one-video job's bar moves with
+    its frames (static/js/live/format.js `progressPct` is the live twin). Only running videos'
+    rows are read (the `target_job_status` index), never every target. In an ended job, what is
+    neither done nor failed was stopped: "cancelled" (a cancelled job) or "not done" (any other).
+    """
     total = job.total
     finished = job.done + job.failed
+    running = job.targets.filter(status=TargetStatus.RUNNING, frames_done__gt=0, frames_total__gt=0) \
+        if job.is_active and total else Target.objects.none()
+    frames = [{"done": d, "total": t} for d, t in running.values_list("frames_done", "frames_total")]
+    left = max(total - finished, 0)
+    stopped = left if job.is_final else 0
     return {
-        "total": total, "done": job.done, "failed": job.failed, "left": max(total - finished, 0),
-        "done_pct": round(100 * job.done / total) if total else 0,
-        "failed_pct": round(100 * job.failed / total) if total else 0,
-        "pct": round(100 * finished / total) if total else 0,
+        "total": total, "done": job.done, "failed": job.failed, "left": left,
+        **progress_pct(job.done, job.failed, total, frames),
+        "cancelled": stopped if job.status == JobStatus.CANCELLED else 0,
+        "not_done": stopped if job.status != JobStatus.CANCELLED else 0,
         "total_words": media_words(job),
+    }
+
+
+def progress_pct(done: int, failed: int, total: int, frames: list[dict]) -> dict:
+    """The bar's widths and the percentage: each running video adds its share of frames done
+    (at most just under one whole target, so a video is 100 % only once it is done)."""
+    if not total:
+        return {"done_pct": 0, "failed_pct": 0, "pct": 0}
+    share = sum(min(f["done"] / f["total"], 0.99) for f in frames if f.get("total"))
+    return {
+        "done_pct": round(100 * (done + share) / total),
+        "failed_pct": round(100 * failed / total),
+        "pct": min(round(100 * (done + failed + share) / total), 100),
     }

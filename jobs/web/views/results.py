@@ -11,6 +11,7 @@ from django.views.decorators.http import require_safe
 
 from jobs.models import Job, Target
 from jobs.results.files import download_name, input_path, output_path
+from jobs.results.self_check import ADVICE, target_self_check_words
 from jobs.web.views import get_target_for_user
 from worker.manifest import is_video_name
 
@@ -31,6 +32,8 @@ def target_detail(request: HttpRequest, job_id: UUID, index: int) -> HttpRespons
         "is_video": is_video_name(target.output_name),
         "download_name": download_name(target),
         "sources": source_faces(job),
+        "look": target_self_check_words(target),
+        "look_advice": ADVICE,
         **neighbours(target),
     }
     return render(request, "jobs/target_detail.html", context)

@@ -168,6 +168,7 @@ def describe(item: Upload) -> dict:
         "size": item.size, "offset": item.offset, "status": item.status, "problem": item.problem, "info": item.info,
         "preview": reverse("upload-preview", args=[item.id]) if item.status == UploadStatus.READY and item.preview_path.exists() else None,
         "expires_at": item.expires_at.isoformat(),
+        "sent_at": item.created_at.isoformat() if item.created_at else None,  # "sent ..." on the form
     }
 
 

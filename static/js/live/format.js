@@ -44,24 +44,50 @@ export function utcClock(iso) {
   return two(d.getUTCHours()) + ":" + two(d.getUTCMinutes()) + ":" + two(d.getUTCSeconds()) + " UTC";
 }
 
-/** A short date and time in the page's language and the server's time zone; "" for no date. */
-export function shortDate(iso, timeZone) {
+/**
+ * A date as the server writes it on the job pages (`date:"Y-m-d H:i"`): 2026-12-01 14:05, in the
+ * page's time zone, in every language (one format on the list and the job page). "" for no date.
+ */
+export function pageDate(iso, timeZone) {
   const d = new Date(iso);
-  if (isNaN(d)) return "";
+  if (!iso || isNaN(d)) return "";
+  const options = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+                    hourCycle: "h23", timeZone: timeZone };
+  let parts;
   try {
-    return d.toLocaleString(document.documentElement.lang || undefined,
-                            { dateStyle: "short", timeStyle: "short", timeZone: timeZone });
-  } catch (e) {
-    return d.toLocaleString(); // a time zone this browser does not know
+    parts = new Intl.DateTimeFormat("en-US", options).formatToParts(d);
+  } catch (e) { // a time zone this browser does not know: the browser's own
+    parts = new Intl.DateTimeFormat("en-US", { ...options, timeZone: undefined }).formatToParts(d);
   }
+  const p = {};
+  for (const part of parts) p[part.type] = part.value;
+  return p.year + "-" + p.month + "-" + p.day + " " + (p.hour === "24" ? "00" : p.hour) + ":" + p.minute;
 }
 
 /** The dates the server wrote get the same style as the ones the script writes later. */
 export function formatDates(root, timeZone) {
   for (const time of root.querySelectorAll("time[datetime]")) {
-    const text = shortDate(time.getAttribute("datetime"), timeZone);
+    const text = pageDate(time.getAttribute("datetime"), timeZone);
     if (text) time.textContent = text;
   }
+}
+
+/**
+ * The job's bar widths and percentage, as the server's progress_pct (jobs/web/views/pages.py):
+ * each running video (`frames`: [{done, total}]) adds its share of frames done, at most 0.99.
+ */
+export function progressPct(done, failed, total, frames) {
+  done = num(done); failed = num(failed); total = num(total);
+  if (!total) return { done_pct: 0, failed_pct: 0, pct: 0 };
+  let share = 0;
+  for (const f of frames || []) {
+    if (f && num(f.total)) share += Math.min(num(f.done) / num(f.total), 0.99);
+  }
+  return {
+    done_pct: Math.round((100 * (done + share)) / total),
+    failed_pct: Math.round((100 * failed) / total),
+    pct: Math.min(Math.round((100 * (done + failed + share)) / total), 100),
+  };
 }
 
 /**

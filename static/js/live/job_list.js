@@ -2,7 +2,7 @@
 // user's own jobs: jobs/access.py), and the user's new jobs added at the top of the first page.
 
 import { el, setBadge } from "./dom.js";
-import { num, pct, shortDate, truncate } from "./format.js";
+import { num, pageDate, pct, truncate } from "./format.js";
 import { Connection } from "./socket.js";
 import { fill, word } from "./strings.js";
 
@@ -116,7 +116,7 @@ export class JobList {
       el("td", { text: job.template_name || "" }),
       el("td", { className: "job-status" }, [el("span", { "data-live": "status" })]),
       progress,
-      el("td", { className: "nowrap" }, [el("time", { datetime: job.created_at, title: job.created_at, text: shortDate(job.created_at, this.data.timeZone) })]),
+      el("td", { className: "nowrap" }, [el("time", { datetime: job.created_at, title: job.created_at, text: pageDate(job.created_at, this.data.timeZone) })]),
     ]);
     this.labelCells(tr);
     setBadge(tr.querySelector("[data-live=status]"), job);

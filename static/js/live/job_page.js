@@ -3,7 +3,7 @@
 // page only ever shows what a message says (the database's state); it never guesses ahead.
 
 import { el, setBadge } from "./dom.js";
-import { num, pct, sameInstant, thousands } from "./format.js";
+import { num, pageDate, progressPct, sameInstant, thousands } from "./format.js";
 import { TargetGrid } from "./job_targets.js";
 import { TaskTable } from "./job_tasks.js";
 import { Connection } from "./socket.js";
@@ -11,25 +11,7 @@ import { fill, hasWord, markup, word } from "./strings.js";
 
 const RESYNC_DELAY_MS = 300; // a burst of events that each want the whole picture asks once
 
-/**
- * A date as the job page's server writes it (`date:"Y-m-d H:i"` in templates/jobs/job_detail.html):
- * 2026-12-01 14:05, in the page's time zone, in every language. "" for no date.
- */
-export function pageDate(iso, timeZone) {
-  const d = new Date(iso);
-  if (!iso || isNaN(d)) return "";
-  const options = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
-                    hourCycle: "h23", timeZone: timeZone };
-  let parts;
-  try {
-    parts = new Intl.DateTimeFormat("en-US", options).formatToParts(d);
-  } catch (e) { // a time zone this browser does not know: the browser's own
-    parts = new Intl.DateTimeFormat("en-US", { ...options, timeZone: undefined }).formatToParts(d);
-  }
-  const p = {};
-  for (const part of parts) p[part.type] = part.value;
-  return p.year + "-" + p.month + "-" + p.day + " " + (p.hour === "24" ? "00" : p.hour) + ":" + p.minute;
-}
+export { pageDate }; // its home is format.js; the job page and the list write dates alike
 
 export class JobPage {
   /** `root`: #job-live; `data`: serverData(root). */
@@ -41,6 +23,8 @@ export class JobPage {
     this.hasFolder = root.getAttribute("data-has-folder") === "true";
     this.jobUrl = null; // known from the first message
     this.resyncTimer = null;
+    this.frames = new Map(); // a running video's index -> its live {done, total}: the bar moves with its frames
+    this.progress = null; // the last job message's counts, drawn again when a video's frames move
     const askResync = () => this.askResync();
     this.tasks = new TaskTable({ taskStateClass: data.taskStateClass, taskGroup: data.taskGroup,
                                  view: data.tasksView, askResync: askResync });
@@ -61,6 +45,8 @@ export class JobPage {
     switch (msg.type) {
       case "snapshot":
         if (!msg.job || msg.job.id !== this.jobId) return;
+        this.frames.clear();
+        for (const t of msg.targets || []) this.noteFrames(t);
         this.renderJob(msg.job);
         this.tasks.renderSummary(msg.task_summary);
         this.tasks.renderAll(msg.tasks || []);
@@ -83,12 +69,25 @@ export class JobPage {
         if (msg.task) this.tasks.render(msg.task);
         break;
       case "output":
-        if (msg.target) this.targets.render(msg.target);
+        if (msg.target) {
+          this.targets.render(msg.target);
+          if (this.noteFrames(msg.target) && this.progress) this.renderProgress(this.progress, !this.data.isFinal(this.status));
+        }
         break;
       case "cluster":
         this.renderCluster(msg.cluster);
         break;
     }
+  }
+
+  // A target's frames as its card shows them (Target.frames_in_progress); true when the bar should move.
+  noteFrames(t) {
+    if (!t || t.index === undefined) return false;
+    // `frames` is only ever set on a running video (Target.frames_in_progress)
+    const f = t.frames && num(t.frames.total) ? { done: num(t.frames.done), total: num(t.frames.total) } : null;
+    const had = this.frames.has(t.index);
+    if (f) this.frames.set(t.index, f); else this.frames.delete(t.index);
+    return had || !!f;
   }
 
   askResync() {
@@ -103,7 +102,8 @@ export class JobPage {
     this.root.setAttribute("data-status", job.status);
     const badge = document.getElementById("job-status");
     if (badge) setBadge(badge, job);
-    this.renderProgress(job.progress || {}, active);
+    this.progress = job.progress || {};
+    this.renderProgress(this.progress, active);
     this.targets.renderCounts(job.progress || {});
 
     const err = document.getElementById("job-error");
@@ -154,12 +154,13 @@ export class JobPage {
   renderProgress(p, active) {
     const total = num(p.total), done = num(p.done), failed = num(p.failed);
     const left = Math.max(total - done - failed, 0);
+    const shares = progressPct(done, failed, total, active ? Array.from(this.frames.values()) : []);
     const bar = document.getElementById("job-progress");
     if (bar) {
       bar.setAttribute("aria-valuemax", total);
       bar.setAttribute("aria-valuenow", done + failed);
-      bar.querySelector(".progress-done").style.width = pct(done, total) + "%";
-      bar.querySelector(".progress-failed").style.width = pct(failed, total) + "%";
+      bar.querySelector(".progress-done").style.width = shares.done_pct + "%";
+      bar.querySelector(".progress-failed").style.width = shares.failed_pct + "%";
     }
     const text = document.getElementById("progress-text");
     if (!text) return;
@@ -177,7 +178,12 @@ export class JobPage {
       text.appendChild(el("span", { className: "text-bad", text: fill(word("n_failed", "{n}"), { n: thousands(failed) }) }));
     }
     if (left && active) text.appendChild(document.createTextNode(" · " + fill(word("n_to_go", "{n}"), { n: thousands(left) })));
-    text.appendChild(el("span", { className: "pct", text: pct(done + failed, total) + "%" }));
+    // An ended job's targets neither done nor failed were stopped: said, so the sentence agrees with the percentage.
+    if (left && !active) {
+      const key = hasWord("stopped:" + this.status) ? "stopped:" + this.status : "n_not_done";
+      text.appendChild(document.createTextNode(" · " + fill(word(key, "{n}"), { n: thousands(left) })));
+    }
+    text.appendChild(el("span", { className: "pct", text: shares.pct + "%" }));
   }
 
   // "8 photos and 2 videos" as the server counted them (escaped markup), while the total is the one it counted.

@@ -85,6 +85,7 @@ export class TargetGrid {
         ]),
         t.frames ? framesDone(t.frames) : null,
         t.message ? el("div", { className: "target-message", text: truncate(t.message, MESSAGE_CHARS) }) : null,
+        t.self_check_words ? el("div", { className: "target-look", text: t.self_check_words }) : null,
         el("div", { className: "target-links" }, [
           t.output_url || hadCompare ? el("a", { className: "link-compare", href: t.page_url, text: word("before_after") }) : null,
           t.output_url ? el("a", { className: "link-download", href: t.output_url + "?download=1", text: word("download") }) : null,
@@ -152,7 +153,8 @@ export class TargetGrid {
     const filters = document.getElementById("target-filters");
     if (filters) {
       filters.hidden = !total;
-      setCounts(filters, { all: total, done: done, failed: failed, todo: Math.max(total - done - failed, 0) });
+      setCounts(filters, { all: total, done: done, failed: failed, todo: Math.max(total - done - failed, 0),
+                           look: num(progress.needs_look) });
     }
     const empty = document.getElementById("targets-empty");
     if (empty) empty.hidden = total > 0;
@@ -160,6 +162,7 @@ export class TargetGrid {
 
   /** Whether a target in this status belongs to the filter in view. */
   inFilter(t) {
+    if (this.view.show === "look" && !t.self_check) return false; // "needs a look": done AND flagged
     return !this.view.statuses.length || this.view.statuses.includes(t.status);
   }
 

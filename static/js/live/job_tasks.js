@@ -41,8 +41,12 @@ export class TaskTable {
     const label = this.labels();
     return el("tr", { "data-task-index": task.index }, [
       el("td", { "data-label": label[0], text: String(task.index) }),
+      // plain words in the badge, the cluster's own word after it (as the server draws the row)
       el("td", { "data-label": label[1] }, [el("span", { className: "badge task-" + this.taskStateClass(task.status),
-                                                          text: task.status || "" })]),
+                                                          text: word("group:" + this.taskGroup(task.status), task.status || "") }),
+                                            " ",
+                                            el("span", { className: "mono task-code", title: word("cluster_word"),
+                                                         text: task.status || "" })]),
       el("td", { className: "mono", "data-label": label[2], text: task.node || DASH }),
       el("td", { className: "mono", "data-label": label[3], text: duration(task.elapsed_seconds) || DASH }),
       el("td", { className: "mono", "data-label": label[4],

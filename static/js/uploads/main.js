@@ -2,9 +2,14 @@
 // plain file inputs, every check at Start). Files are sent as soon as they are chosen (zone.js),
 // three at a time; Start waits until every file is sent and checked; leaving the page while files
 // are being sent asks first; the target folder is checked as it is typed or picked (folder.js).
+// Before Start the page says what Start would refuse or leave out: more photos and videos than one
+// job may have (limits.js), files refused. A language switch keeps the form (draft.js).
 
 import { Zone } from "./zone.js";
+import { keepOnLanguageSwitch, restoreFields, takeDraft } from "./draft.js";
 import { watchFolder } from "./folder.js";
+import { overLimit } from "./limits.js";
+import { watchPreview } from "./preview.js";
 import { t } from "./words.js";
 
 const PARALLEL = 3;
@@ -15,7 +20,11 @@ class Hub {
     this.waiting = [];
     this.running = 0;
     this.start = document.getElementById("start-button");
+    this.preview = document.getElementById("preview-button"); // "Try it on a few photos" (preview.js)
     this.startWait = document.getElementById("start-wait");
+    this.limitLine = document.getElementById("targets-limit");
+    this.summary = document.getElementById("start-summary");
+    this.folderLine = document.getElementById("folder-check");
   }
 
   enqueue(zone, item) {
@@ -55,12 +64,18 @@ class Hub {
 
   changed() {
     const busy = this.busy();
-    if (this.start) this.start.disabled = busy;
-    if (this.startWait) this.startWait.hidden = !busy;
     const targets = this.zones.find((z) => z.kind === "target");
-    if (!targets) return;
     // The estimate (static/js/estimate.js) counts what will run: every file not refused.
-    const counted = targets.items.filter((i) => !["refused", "failed"].includes(i.status));
+    const counted = targets ? targets.items.filter((i) => !["refused", "failed"].includes(i.status)) : [];
+    const over = overLimit(counted.length);
+    if (this.limitLine) { this.limitLine.textContent = over; this.limitLine.hidden = !over; }
+    const folderOver = Boolean(this.folderLine && this.folderLine.dataset.over);
+    this.summarise(over || folderOver);
+    if (this.start) this.start.disabled = busy || Boolean(over) || folderOver;
+    // a preview runs on three photos: the job's limits do not stop it, files still being sent do
+    if (this.preview && !this.preview.dataset.busy) this.preview.disabled = busy;
+    if (this.startWait) this.startWait.hidden = !busy;
+    if (!targets) return;
     const isVideo = (i) => (i.info && i.info.media === "video") || targets.videos.some((ext) => i.name.toLowerCase().endsWith(ext));
     const videos = counted.filter(isVideo);
     document.dispatchEvent(new CustomEvent("uploads:changed", {
@@ -71,6 +86,19 @@ class Hub {
       },
     }));
   }
+
+  /** The lines under Start: why it is not possible yet, and what it leaves out. */
+  summarise(over) {
+    if (!this.summary) return;
+    const refused = this.zones.reduce((n, z) => n + z.refusedCount(), 0);
+    const overLine = document.getElementById("start-over");
+    const refusedLine = document.getElementById("start-refused");
+    overLine.textContent = over ? t("start_over") : "";
+    overLine.hidden = !over;
+    refusedLine.textContent = refused === 1 ? t("start_refused_one") : t("start_refused_many", { n: refused });
+    refusedLine.hidden = !refused;
+    this.summary.hidden = !over && !refused;
+  }
 }
 
 function main() {
@@ -78,12 +106,17 @@ function main() {
   const data = document.getElementById("sent-uploads");
   const sent = data ? JSON.parse(data.textContent) : {};
   const hub = new Hub();
+  const draft = takeDraft();
   for (const root of document.querySelectorAll(".upload-zone")) {
     const zone = new Zone(root, hub);
     hub.zones.push(zone);
-    zone.start(sent[zone.kind === "target" ? "targets" : zone.kind] || []);
+    zone.start(sent[zone.kind === "target" ? "targets" : zone.kind] || [], (draft && (draft.uploads || {})[zone.kind]) || []);
   }
   hub.changed();
+  keepOnLanguageSwitch(hub.zones);
+  // the chosen template's cluster may take fewer files; a folder's count arrives (folder.js)
+  document.addEventListener("change", (e) => { if (e.target && e.target.name === "template") hub.changed(); });
+  document.addEventListener("folder:checked", () => hub.changed());
   window.addEventListener("beforeunload", (e) => {
     if (!hub.busy()) return undefined;
     e.preventDefault();
@@ -92,6 +125,8 @@ function main() {
   });
   watchFolder();
   watchFaceChoice();
+  watchPreview(hub.preview && hub.preview.form, hub.preview);
+  restoreFields(draft);
 }
 
 /** The reference photo is asked for only when "one person" is chosen; a template's default choice

@@ -5,6 +5,8 @@
 // progress, then what the server's check found (the face, a video's frames) or why it was refused,
 // with Remove / Replace. The form carries only the ids of files that are ready (hidden inputs).
 
+import { el, thumb } from "./dom.js";
+import { offerEarlier } from "./earlier.js";
 import { duration, size, t } from "./words.js";
 
 const CHUNK_BYTES = 8 * 1024 * 1024;
@@ -24,13 +26,6 @@ function idOf(url) {
 function extensionOf(name) {
   const dot = name.lastIndexOf(".");
   return dot < 0 ? "" : name.slice(dot).toLowerCase();
-}
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
 }
 
 /** Why the server refused a request, in its words (plain text, or the API's JSON error). */
@@ -60,9 +55,13 @@ export class Zone {
     this.total = root.querySelector("[data-total]");
     this.items = [];
     this.samples = [];
+    this.batch = 0; // files chosen while none was being sent start a new batch: the total counts its files
+    this.refusedNote = root.querySelector("[data-refused-note]");
   }
 
-  start(sent) {
+  /** `sent`: the uploads the page lists; `keep`: ids of the user's uploads to show as attached
+   * again (the draft kept over a language switch: draft.js), before the others are offered. */
+  start(sent, keep = []) {
     // The script sends the files itself: the form must not send them a second time.
     this.input.removeAttribute("name");
     // the page's own "Choose" button, in the page's language, stands for the browser's input
@@ -81,7 +80,20 @@ export class Zone {
       drop.classList.remove("drag-over");
       filesOfDrop(e.dataTransfer).then((files) => this.addFiles(files));
     });
-    this.offerEarlier();
+    this.restoreKept(keep).finally(() => this.offerEarlier());
+  }
+
+  /** The uploads `keep` (still the user's, unused) shown attached again, as they were. */
+  restoreKept(keep) {
+    if (!keep.length) return Promise.resolve();
+    return fetch(this.endpoint + "?kind=" + encodeURIComponent(this.kind), { credentials: "same-origin" })
+      .then((r) => (r.ok ? r.json() : { uploads: [] }))
+      .then(({ uploads }) => {
+        const kept = uploads.filter((u) => keep.includes(u.id) && !this.hub.ids().includes(u.id));
+        for (const u of this.root.dataset.single ? kept.slice(0, 1) : kept) this.addSent(u);
+        if (kept.length) this.changed();
+      })
+      .catch(() => {});
   }
 
   // ---- adding ------------------------------------------------------------------------------
@@ -94,6 +106,7 @@ export class Zone {
   }
 
   addFiles(files, before) {
+    if (!this.busy()) this.batch += 1;
     if (this.root.dataset.single && files.length) {
       // one file only (the reference photo): a new one takes the place of the old
       for (const old of this.items.slice()) if (old !== before) this.remove(old);
@@ -101,7 +114,7 @@ export class Zone {
     }
     for (const file of files) {
       if (file.name.startsWith(".")) continue; // hidden files of a dropped folder (.DS_Store ...)
-      const item = { name: file.name, size: file.size, file, sent: 0, status: "queued", problem: "", info: {} };
+      const item = { name: file.name, size: file.size, file, sent: 0, status: "queued", problem: "", info: {}, batch: this.batch };
       const refusal = this.accepts(file) || (file.size > this.maxBytes ? t("too_big", { size: size(file.size), limit: size(this.maxBytes) }) : "");
       if (refusal) { item.status = "refused"; item.problem = refusal; item.local = true; }
       this.insert(item, before);
@@ -241,12 +254,7 @@ export class Zone {
       hidden.value = item.id;
       node.appendChild(hidden);
     }
-    if (item.preview) {
-      const img = el("img", "upload-thumb");
-      img.src = item.preview;
-      img.alt = t(this.kind === "target" ? "preview_target" : "preview_face", { name: item.name });
-      node.appendChild(img);
-    }
+    if (item.preview) node.appendChild(thumb(this.kind, item.preview, item.name));
     const text = el("div", "upload-text");
     text.appendChild(el("span", "upload-name", item.name));
     text.appendChild(el("span", "upload-state", this.stateText(item)));
@@ -300,10 +308,10 @@ export class Zone {
     }
   }
 
-  /** Bytes sent of the files being sent, speed over the last seconds, and time left. */
+  /** Bytes sent of this batch's files (every file chosen since sending last began, but one refused
+   * on this side: never sent), speed over the last seconds, and time left. */
   progress() {
-    const moving = this.items.filter((i) => i.file && (ACTIVE.has(i.status) || i.counted));
-    for (const i of moving) i.counted = ACTIVE.has(i.status);
+    const moving = this.items.filter((i) => i.file && !i.local && i.batch === this.batch);
     const total = moving.reduce((n, i) => n + i.size, 0);
     const sent = moving.reduce((n, i) => n + Math.min(i.sent, i.size), 0);
     const busy = this.items.some((i) => ACTIVE.has(i.status));
@@ -327,38 +335,54 @@ export class Zone {
 
   changed() {
     this.progress();
+    this.noteRefused();
+    this.checkMixed();
     this.hub.changed();
+  }
+
+  /** Face photos of different people would be blended into nobody's face: say so and ask, as Start
+   * does (jobs/uploads/identity.py; the same measure, dlib's descriptors, the same threshold). */
+  checkMixed() {
+    const box = this.root.querySelector("[data-mixed]");
+    if (!box) return;
+    const max = parseFloat(box.dataset.samePersonMax);
+    const faces = this.items.filter((i) => i.status === "ready" && i.info && i.info.descriptor).map((i) => i.info.descriptor);
+    const apart = (a, b) => Math.sqrt(a.reduce((sum, v, k) => sum + (v - b[k]) ** 2, 0));
+    const mixed = faces.some((a, k) => faces.slice(k + 1).some((b) => apart(a, b) > max));
+    box.hidden = !mixed;
+    if (!mixed) box.querySelector("[data-mixed-ok]").checked = false;
   }
 
   busy() {
     return this.items.some((i) => ACTIVE.has(i.status));
   }
 
-  // ---- files sent earlier ------------------------------------------------------------------
+  /** Files refused or not sent: Start leaves them out, and the user reads so before Start. */
+  refusedCount() {
+    return this.items.filter((i) => i.status === "refused" || i.status === "failed").length;
+  }
 
-  /** Offer the user's files that no Start used yet (a closed tab, an earlier visit). */
+  noteRefused() {
+    if (!this.refusedNote) return;
+    const n = this.refusedCount();
+    this.refusedNote.textContent = n === 1 ? t("refused_one") : t("refused_many", { n });
+    this.refusedNote.hidden = !n;
+  }
+
+  /** What draft.js keeps over a language switch: the ids of the files ready. */
+  readyIds() {
+    return this.items.filter((i) => i.status === "ready" && i.id).map((i) => i.id);
+  }
+
+  // ---- files sent earlier (earlier.js) --------------------------------------------------------
+
   offerEarlier() {
-    const box = this.root.querySelector("[data-earlier]");
-    if (!box) return;
-    fetch(this.endpoint + "?kind=" + encodeURIComponent(this.kind), { credentials: "same-origin" })
-      .then((r) => (r.ok ? r.json() : { uploads: [] }))
-      .then(({ uploads }) => {
-        const shown = new Set(this.hub.ids());
-        const earlier = uploads.filter((u) => !shown.has(u.id) && u.status !== "refused");
-        if (!earlier.length) return;
-        box.querySelector("[data-earlier-text]").textContent = t("earlier", { n: earlier.length });
-        box.hidden = false;
-        box.querySelector("[data-earlier-use]").addEventListener("click", () => {
-          for (const u of earlier) if (!this.hub.ids().includes(u.id)) this.addSent(u);
-          box.hidden = true;
-          this.changed();
-        });
-        box.querySelector("[data-earlier-drop]").addEventListener("click", () => {
-          for (const u of earlier) this.remove({ url: u.url, id: u.id, name: u.name, status: u.status });
-          box.hidden = true;
-        });
-      })
-      .catch(() => {});
+    offerEarlier(this);
+  }
+
+  addFromEarlier(upload) {
+    if (this.root.dataset.single) for (const old of this.items.slice()) this.remove(old);
+    this.addSent(upload);
   }
 }
 
