@@ -49,7 +49,9 @@ screenshots: system venv
 	FFP_SCREENSHOTS=$(CURDIR)/docs/screenshots bash scripts/test.sh tests/e2e/test_screenshots.py \
 	  tests/e2e/test_browser_access.py tests/e2e/test_browser_recovery.py tests/e2e/test_videos_live.py \
 	  tests/e2e/test_browser_uploads.py tests/e2e/test_browser_chinese.py tests/jobs/test_browser_gallery.py \
-	  tests/e2e/test_browser_bookings.py
+	  tests/e2e/test_browser_bookings.py tests/jobs/test_browser_preview.py tests/jobs/test_browser_new_job.py \
+	  tests/jobs/test_browser_template_words.py tests/jobs/test_bookings_browser.py tests/jobs/test_browser_header.py \
+	  tests/jobs/test_browser_progress.py
 
 bench: venv
 	$(PY) bench/worker_throughput.py

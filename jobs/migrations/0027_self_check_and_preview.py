@@ -10,6 +10,14 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AlterModelOptions(
+            name='job',
+            options={'ordering': ['-created_at', '-id'], 'permissions': [('see_faces', "Can see other people's face photos and results")], 'verbose_name': 'job', 'verbose_name_plural': 'jobs'},
+        ),
+        migrations.AlterModelOptions(
+            name='upload',
+            options={'verbose_name': 'file sent ahead', 'verbose_name_plural': 'files sent ahead'},
+        ),
         migrations.AddField(
             model_name='template',
             name='self_check',

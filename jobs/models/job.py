@@ -125,6 +125,8 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
         # The job list and the API list page through a user's jobs newest first: without these,
         # SQLite sorts every job before it can skip to a late page.
         indexes = [models.Index(fields=["owner", "-created_at", "-id"], name="job_owner_newest"),

@@ -63,6 +63,8 @@ class Upload(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["owner", "kind", "created_at"]), models.Index(fields=["expires_at"])]
+        verbose_name = _("file sent ahead")
+        verbose_name_plural = _("files sent ahead")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_status_display()})"

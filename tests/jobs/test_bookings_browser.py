@@ -10,6 +10,7 @@ from datetime import timezone as dt_timezone
 import pytest
 
 from jobs.models import Booking, BookingState, GpuType, JobStatus
+from tests.e2e.shots import SHOTS
 from tests.e2e.test_browser_live import running_server
 
 from .api_helpers import make_job
@@ -55,6 +56,8 @@ def test_booking_times_follow_the_browser_and_cancel_says_what_happens(web_serve
         dialog = page.locator(f"#cancel-dialog-{booking.id}")
         dialog.wait_for(state="visible")
         assert waiting_words in dialog.inner_text()
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"booking-cancel-with-a-job-inside-{locale}.png"))
         dialog.locator("button[value=keep]").click()
         assert not errors, errors
     booking.refresh_from_db()

@@ -63,3 +63,13 @@ def test_an_apps_own_page_keeps_its_list(client, superuser):
     client.force_login(superuser)
     r = client.get("/admin/jobs/")
     assert r.status_code == 200 and "/admin/jobs/template/" in r.content.decode()
+
+
+def test_every_table_is_named_in_chinese_for_a_chinese_admin(client, superuser):
+    """The portal's tables and the libraries' (login lockouts) alike; the queue dashboard keeps its
+    product name."""
+    client.force_login(superuser)
+    html = client.get("/admin/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    names = re.findall(r'<th scope="row" id="[a-z]+-[a-z]+">\s*<a href="[^"]+">([^<]+)</a>', html)
+    english = [n for n in names if n.isascii() and n != "Django-RQ"]
+    assert names and not english, english
