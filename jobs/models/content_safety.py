@@ -14,6 +14,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from jobs.models.single_row import SingleRow
 from worker.content_safety import BUILTIN_PLUGIN, DEFAULT_MIN_SCORE, DEFAULT_REFUSE, NUDENET_LABELS, SafetySpec
 
 
@@ -21,7 +22,7 @@ def default_refuse() -> str:
     return ", ".join(DEFAULT_REFUSE)
 
 
-class SafetyPolicy(models.Model):
+class SafetyPolicy(SingleRow):
     """Whether the content check runs, on what, and what it refuses."""
 
     enabled = models.BooleanField(
@@ -53,11 +54,6 @@ class SafetyPolicy(models.Model):
 
     def __str__(self) -> str:
         return str(_("Content check settings"))
-
-    @classmethod
-    def current(cls) -> "SafetyPolicy":
-        """The row, or an unsaved one with the defaults (off)."""
-        return cls.objects.filter(pk=1).first() or cls(pk=1)
 
     @property
     def refused_labels(self) -> tuple[str, ...]:

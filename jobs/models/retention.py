@@ -13,8 +13,10 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from jobs.models.single_row import SingleRow
 
-class RetentionPolicy(models.Model):
+
+class RetentionPolicy(SingleRow):
     """How many days a finished job's files are kept, and how many days before the deletion the owner hears of it."""
 
     days = models.PositiveIntegerField(
@@ -32,11 +34,6 @@ class RetentionPolicy(models.Model):
 
     def __str__(self) -> str:
         return str(_("Retention settings"))
-
-    @classmethod
-    def current(cls) -> "RetentionPolicy":
-        """The row, or an unsaved one with the defaults (30 days, notice 3 days before)."""
-        return cls.objects.filter(pk=1).first() or cls(pk=1)
 
     @property
     def keep(self) -> timedelta:

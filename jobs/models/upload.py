@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from jobs.access import owned_by
+from jobs.models.single_row import SingleRow
 
 
 class UploadKind(models.TextChoices):
@@ -100,7 +101,7 @@ def upload_dir(owner_id) -> Path:
     return Path(settings.MEDIA_ROOT) / "users" / str(owner_id) / "uploads"
 
 
-class UploadPolicy(models.Model):
+class UploadPolicy(SingleRow):
     """How long files sent ahead of Start are kept unused (one row, edited in the admin)."""
 
     expiry_hours = models.PositiveIntegerField(
@@ -114,10 +115,6 @@ class UploadPolicy(models.Model):
 
     def __str__(self) -> str:
         return str(_("Upload settings"))
-
-    @classmethod
-    def current(cls) -> "UploadPolicy":
-        return cls.objects.filter(pk=1).first() or cls(pk=1)
 
     @property
     def expiry(self) -> timedelta:

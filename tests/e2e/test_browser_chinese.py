@@ -32,7 +32,7 @@ from tests.e2e.test_browser_uploads import drop_files, item, wait_until
 
 #: words people read as they are in a Chinese page: units, formats, the product, the other language's name
 KEPT_AS_THEY_ARE = {"GPU", "GPUs", "CPU", "B", "kB", "MB", "GB", "TB", "JPEG", "PNG", "WebP", "MP4", "MOV", "MKV",
-                    "WebM", "zip", "CSV", "FaceFusion", "Portal", "English", "s", "h", "min", "x", "NVIDIA", "H200", "ID"}
+                    "WebM", "zip", "CSV", "FaceFusion", "Portal", "English", "EN", "s", "h", "min", "x", "NVIDIA", "H200", "ID"}
 #: GPU model names (H200, A100, L40): names, not words, in any language
 GPU_MODEL = re.compile(r"[A-Z]{1,2}\d{2,4}")
 

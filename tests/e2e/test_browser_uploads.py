@@ -76,7 +76,8 @@ def wait_until(check, timeout: float, what: str):
 
 
 def item(page, zone: str, name: str):
-    return page.locator(f"{zone} .upload-item", has_text=name)
+    """A file chosen in an upload area (not one offered among the files sent earlier)."""
+    return page.locator(f"{zone} .upload-item:not(.upload-earlier-item)", has_text=name)
 
 
 def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, folder, redis_queue, web_server, tmp_path, monkeypatch):
@@ -135,7 +136,9 @@ def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, fol
             # two cores ran three test processes and three clusters' jobs, it came after more than
             # 10 s (the other waits here allow 60-120 s for the server's answers).
             earlier.wait_for(state="visible", timeout=60_000)
-            assert "1" in earlier.inner_text()
+            # each file sent earlier is shown on its own, by name, with its own Add (never added in bulk)
+            assert "drone-shot.mkv" in earlier.inner_text()
+            assert earlier.locator(".upload-earlier-item [data-action=earlier-add]").count() == 1
             drop_files(page, "#zone-target", [video])
             wait_until(lambda: "ready" in item(page, "#zone-target", "drone-shot.mkv").inner_text(), 120,
                        "the video is sent and checked")
@@ -146,6 +149,7 @@ def test_uploads_never_lose_work_and_mistakes_are_caught_before_start(local, fol
                   f"({100 * resent / size:.1f} %)")
             assert 0 <= resent < size * 0.10, f"{resent} bytes sent twice of {size}"
             assert Upload.objects.filter(name="drone-shot.mkv").count() == 1  # resumed, not sent anew
+            assert earlier.locator(".upload-earlier-item").count() == 0  # no longer offered: it is chosen
             text = item(page, "#zone-target", "drone-shot.mkv").inner_text()
             assert "440 frames" in text and page.locator("#zone-target .upload-thumb").count() == 1
             assert page.locator("#start-button").is_enabled()

@@ -125,7 +125,7 @@ def test_it_ends_partially_failed_with_the_corrupt_targets_message(api, local, f
     job = watch_until(job, {JobStatus.COMPLETED, JobStatus.PARTIALLY_FAILED, JobStatus.FAILED})
     assert job.status == JobStatus.PARTIALLY_FAILED, job.error
     broken = job.targets.get(name="broken.jpg")
-    assert broken.status == TargetStatus.FAILED and "is damaged or cut off" in broken.message  # the worker names the sentence (code "damaged")
+    assert broken.status == TargetStatus.FAILED and "is damaged: export it again into the same folder" in broken.message  # the worker names the sentence (code "damaged"), said for a folder
     assert {t.name for t in job.targets.filter(status=TargetStatus.DONE)} == {"a.jpg", "b.png"}
     assert all(t.output_file for t in job.targets.filter(status=TargetStatus.DONE))
     assert "1 of 3 photos and videos failed" in job.error

@@ -4,6 +4,8 @@ OUT_OF_MEMORY, are resubmitted automatically with more memory as attempt 2, and 
 that failed for its own reasons is not retried automatically, and is done once its owner replaces
 its file and retries."""
 
+import os
+
 import numpy
 import pytest
 from django.test import Client
@@ -132,9 +134,12 @@ def test_retrying_one_chunk_twice_leaves_the_other_chunk_done_and_the_job_ends(a
 
     web = Client()
     web.force_login(job.owner)
-    # Attempt 2: the damaged photo as it is (fails again); attempt 3: replaced by a good one.
+    # Attempt 2: the damaged photo exported again, still damaged (fails again; an unchanged one is not
+    # retried at all: jobs.job.retry.still_damaged); attempt 3: replaced by a good one.
     for attempt, replace, end in ((2, False, JobStatus.PARTIALLY_FAILED), (3, True, JobStatus.COMPLETED)):
         broken = job.targets.get(name="b.jpg")
+        if not replace:
+            os.utime(folder / "b.jpg")  # written again now, after the first attempt was submitted
         if replace:
             with open(SAMPLES / "t1.jpg", "rb") as good:
                 assert web.post(reverse("job-target-replace", args=[job.id, broken.index]), {"file": good}).status_code == 302

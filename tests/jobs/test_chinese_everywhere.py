@@ -41,12 +41,12 @@ from jobs.webhooks.events import email_booking_event
 NOW = datetime(2026, 11, 18, 9, 30, tzinfo=dt_timezone.utc)
 
 #: words in Latin letters a Chinese reader may meet: units, file kinds, the product's and
-#: languages' own names (the language switch names English in English), and acronyms Chinese
+#: languages' own names (the language switch names English in English, "EN" on a phone), and acronyms Chinese
 #: texts use as they are
 ALLOWED = {
     "facefusion", "portal", "gpu", "gpus", "cpu", "gb", "mb", "kb", "tb", "jpeg", "jpg", "png", "webp", "bmp",
     "tiff", "mp4", "mov", "mkv", "webm", "zip", "csv", "api", "url", "id", "json", "http", "https", "hmac",
-    "sha", "english", "h200", "ok", "utc", "nvidia",
+    "sha", "english", "en", "h200", "ok", "utc", "nvidia",
 }
 #: what only the technical details may say: the cluster's words for a task
 TECHNICAL = {"slurm", "completed", "failed", "pending", "running", "out_of_memory", "cancelled", "timeout"}

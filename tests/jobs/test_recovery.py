@@ -306,7 +306,7 @@ def test_the_page_counts_videos_as_videos(owner, template):
     for i in range(10):
         name = f"{i}.mp4" if i < 2 else f"{i}.jpg"
         Target.objects.create(job=job, index=i, name=name, output_name=name)
-    assert "<strong>3</strong> of 8 photos and 2 videos done" in page(session_client(owner), job)
+    assert "<strong>3</strong> of 10 (8 photos and 2 videos) done" in page(session_client(owner), job)
 
 
 def test_cluster_words_are_behind_technical_details_and_every_cell_has_its_label(owner, template):

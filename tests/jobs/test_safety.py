@@ -180,3 +180,16 @@ def test_the_admin_edits_the_one_row_and_it_is_audited(client, staff):
     assert policy.enabled and policy.refused_labels == ("FEMALE_GENITALIA_EXPOSED",)
     assert AuditEntry.objects.filter(action="safety_policy.add").exists()
     assert client.get(url).status_code == 403  # one row only
+
+
+def test_the_settings_row_is_row_one_whatever_the_sequence_says(client, staff):
+    """PostgreSQL's sequence does not go back when a row is removed or a transaction rolls back: the
+    admin's "add" after such a row once wrote row 2, and the check it turned on stayed off."""
+    SafetyPolicy(enabled=False).save()
+    SafetyPolicy.objects.all().delete()  # the sequence has moved on
+    client.force_login(staff)
+    r = client.post(reverse("admin:jobs_safetypolicy_add"), {
+        "enabled": "on", "check_sources": "on", "check_outputs": "on", "refuse": "FEMALE_GENITALIA_EXPOSED",
+        "min_score": "0.7", "plugin": "nudenet"})
+    assert r.status_code == 302, r.content
+    assert SafetyPolicy.current().enabled and list(SafetyPolicy.objects.values_list("pk", flat=True)) == [1]

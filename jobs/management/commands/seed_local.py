@@ -101,23 +101,23 @@ class Command(BaseCommand):
         for info_path in sorted((state / "clusters").glob("*.json")):
             info = json.loads(info_path.read_text())
             slug, version = info["slug"], info["version"]
-            newer = seed_profile(slug, f"Slurm {version} cluster", f"Slurm {version} 集群", info["ssh_port"], Path(info["known_hosts"]),
+            newer = seed_profile(slug, f"Slurm {version} cluster", f"{version} 版测试集群", info["ssh_port"], Path(info["known_hosts"]),
                                  info["work_root"])
             Template.objects.update_or_create(slug=f"gpu-{slug}", defaults=dict(
-                name=f"GPU on Slurm {version}", name_zh=f"Slurm {version} 集群上的 GPU", cluster=newer, partition=env("FFP_GPU_PARTITION", "gpu"),
+                name=f"GPU on Slurm {version}", name_zh=f"{version} 版测试集群上的 GPU", cluster=newer, partition=env("FFP_GPU_PARTITION", "gpu"),
                 gpu_type="", gpu_count=1, cpus_per_task=1, mem="1G", time_limit="00:20:00", chunk_size=2,
                 engine="auto", face_selector="many", order=10, is_active=True,
                 description=f"Uses a graphics card (GPU) on the Slurm {version} test cluster. If one of its two "
                             f"computers stops, the work carries on on the other.",
-                description_zh=f"使用 Slurm {version} 测试集群上的显卡（GPU）。它的两台计算机中有一台停止工作时，"
+                description_zh=f"使用 {version} 版测试集群上的显卡（GPU）。它的两台计算机中有一台停止工作时，"
                                f"任务会在另一台上继续。"))
             Template.objects.update_or_create(slug=f"cpu-{slug}", defaults=dict(
-                name=f"CPU on Slurm {version}", name_zh=f"Slurm {version} 集群上的 CPU", cluster=newer, partition=env("FFP_CPU_PARTITION", "cpu"),
+                name=f"CPU on Slurm {version}", name_zh=f"{version} 版测试集群上的 CPU", cluster=newer, partition=env("FFP_CPU_PARTITION", "cpu"),
                 gpu_type="", gpu_count=0, cpus_per_task=1, mem="1G", time_limit="00:30:00", chunk_size=5,
                 engine="classic", face_selector="many", order=11, is_active=True,
                 description=f"Works without a graphics card, on the Slurm {version} test cluster. Uses none of "
                             f"your monthly GPU time.",
-                description_zh=f"无需显卡，在 Slurm {version} 测试集群上处理，不占用您每月的 GPU 用量。"))
+                description_zh=f"无需显卡，在 {version} 版测试集群上处理，不占用您每月的 GPU 用量。"))
             # The worker's container image, where scripts/cluster/worker-image.sh built one for this
             # cluster: a GPU and a CPU template whose tasks start it with `apptainer exec`
             # ("apptainer-slurm-26-05", "apptainer-cpu-slurm-26-05").
@@ -125,7 +125,7 @@ class Command(BaseCommand):
             if image_path.exists():
                 image = json.loads(image_path.read_text())
                 Template.objects.update_or_create(slug=f"apptainer-{slug}", defaults=dict(
-                    name=f"GPU in a container on Slurm {version}", name_zh=f"Slurm {version} 集群上的 GPU（容器）",
+                    name=f"GPU in a container on Slurm {version}", name_zh=f"{version} 版测试集群上的 GPU（容器）",
                     cluster=newer,
                     partition=env("FFP_GPU_PARTITION", "gpu"), gpu_type="", gpu_count=1, cpus_per_task=1,
                     mem="1G", time_limit="00:20:00", chunk_size=2, engine="auto", face_selector="many",
@@ -133,10 +133,10 @@ class Command(BaseCommand):
                     description=f"Uses a graphics card (GPU) on the Slurm {version} test cluster, with the "
                                 f"face-swap software in a sealed, ready-made package (a container), so every run "
                                 f"uses exactly the same version.",
-                    description_zh=f"使用 Slurm {version} 测试集群上的显卡（GPU）。换脸软件装在一个封装好的软件包"
+                    description_zh=f"使用 {version} 版测试集群上的显卡（GPU）。换脸软件装在一个封装好的软件包"
                                    f"（容器）里运行，每次运行的版本完全相同。"))
                 Template.objects.update_or_create(slug=f"apptainer-cpu-{slug}", defaults=dict(
-                    name=f"CPU in a container on Slurm {version}", name_zh=f"Slurm {version} 集群上的 CPU（容器）",
+                    name=f"CPU in a container on Slurm {version}", name_zh=f"{version} 版测试集群上的 CPU（容器）",
                     cluster=newer,
                     partition=env("FFP_CPU_PARTITION", "cpu"), gpu_type="", gpu_count=0, cpus_per_task=1,
                     mem="1G", time_limit="00:30:00", chunk_size=5, engine="classic", face_selector="many",
@@ -144,7 +144,7 @@ class Command(BaseCommand):
                     description=f"Works without a graphics card on the Slurm {version} test cluster, with the "
                                 f"face-swap software in a sealed, ready-made package (a container). Uses none "
                                 f"of your monthly GPU time.",
-                    description_zh=f"无需显卡，在 Slurm {version} 测试集群上处理，换脸软件装在一个封装好的软件包"
+                    description_zh=f"无需显卡，在 {version} 版测试集群上处理，换脸软件装在一个封装好的软件包"
                                    f"（容器）里运行。不占用您每月的 GPU 用量。"))
 
         user, created = User.objects.get_or_create(username=opts["demo_user"])

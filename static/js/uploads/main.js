@@ -55,6 +55,14 @@ class Hub {
       for (const other of zone.items.slice()) {
         if (other !== item && other.id === item.id && !other.file) zone.forget(other);
       }
+      // the same file still offered among the files sent earlier (earlier.js): it is here now
+      for (const row of zone.root.querySelectorAll(".upload-earlier-item")) {
+        if (row.dataset.id !== item.id) continue;
+        const list = row.parentNode;
+        row.remove();
+        const box = zone.root.querySelector("[data-earlier]");
+        if (box && list && !list.children.length) box.hidden = true;
+      }
     }
   }
 
