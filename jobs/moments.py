@@ -36,3 +36,24 @@ def moment_words(when: datetime, now: datetime | None = None) -> str:
     day = formats.date_format(local, pgettext("a day of a job's expected start or finish", "j M") if local.year == today.year
                               else pgettext("a day of a job's expected start or finish, another year", "j M Y"))
     return _("%(weekday)s %(day)s, %(time)s") % {"weekday": WEEKDAYS_SHORT[local.weekday()], "day": day, "time": clock}
+
+
+def zone_words(moment: datetime | None = None, zone=None) -> str:
+    """The current (or given) time zone as anyone reads it, in any language: its offset from UTC at
+    `moment` (default: now), "UTC+8", "UTC-3:30", "UTC". Zone names ("Asia/Shanghai") are English
+    and abbreviations ambiguous (CST is China's and Chicago's), so pages and emails say the offset;
+    the name stays in a tooltip or a data attribute for scripts."""
+    zone = zone or timezone.get_current_timezone()
+    offset = (moment or timezone.now()).astimezone(zone).utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset else 0
+    if not minutes:
+        return "UTC"
+    sign = "+" if minutes > 0 else "-"
+    hours, mins = divmod(abs(minutes), 60)
+    return f"UTC{sign}{hours}" + (f":{mins:02d}" if mins else "")
+
+
+def moment_with_zone(when: datetime) -> str:
+    """A moment in the current time zone, in one format with the zone as an offset: "2026-12-02
+    18:05 UTC+8" (emails: the reader may be anywhere, and "CST" or "Asia/Shanghai" is English)."""
+    return f"{formats.date_format(timezone.localtime(when), 'Y-m-d H:i')} {zone_words(when)}"

@@ -15,13 +15,12 @@ from django.conf import settings
 from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import translation
-from django.utils.dateformat import format as format_date
-from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
 
 import jobs.webhooks.deliver as deliver
 from jobs.background import enqueue
 from jobs.models import Booking, Job, JobStatus, NoticeKind, NotificationPreference, WebhookDelivery
+from jobs.moments import moment_with_zone
 from jobs.usage import notices
 from jobs.usage.notifications import SUBJECT_TAG, absolute_url
 
@@ -143,8 +142,8 @@ def email_booking_event(booking_id: str, event: str) -> str:
             "booking": booking, "event": event, "headline": headline, "name": name,
             "user_name": user.get_full_name() or user.get_username(),
             "gpu": booking.gpu_type.display_name if booking.gpu_type_id else "",
-            "start": format_date(localtime(booking.starts_at), "Y-m-d H:i T") if booking.starts_at else "",
-            "end": format_date(localtime(booking.ends_at), "Y-m-d H:i T") if booking.ends_at else "",
+            "start": moment_with_zone(booking.starts_at) if booking.starts_at else "",
+            "end": moment_with_zone(booking.ends_at) if booking.ends_at else "",
             "url": booking_url(booking),
             "settings_url": absolute_url(reverse("account") + "#notifications"),
         }

@@ -201,7 +201,26 @@ def test_booking_times_are_in_the_browsers_zone_in_one_format(logged_in, owner, 
     for name in ("booking-detail", "booking-list"):
         url = reverse(name, args=[booking.pk]) if name == "booking-detail" else reverse(name)
         page = logged_in.get(url).content.decode()
-        assert "2026-12-02 07:48" in page and "23:48" not in page and "Asia/Shanghai" in page
-    assert "时间按 Asia/Shanghai 时区显示。" in logged_in.get(reverse("booking-list"), **ZH).content.decode()
+        assert "2026-12-02 07:48" in page and "23:48" not in page and "Times are in the time zone UTC+8." in page
+    assert "时间按 UTC+8 时区显示。" in logged_in.get(reverse("booking-list"), **ZH).content.decode()
     logged_in.cookies["ffp_tz"] = "../../etc/passwd"  # not a zone: the site's
     assert "2026-12-01 23:48" in logged_in.get(reverse("booking-list")).content.decode()
+
+
+@pytest.mark.parametrize("zone, moment, words", [
+    ("Asia/Shanghai", datetime(2026, 12, 2, 10, 0, tzinfo=dt_timezone.utc), "UTC+8"),
+    ("Europe/Berlin", datetime(2026, 12, 2, 10, 0, tzinfo=dt_timezone.utc), "UTC+1"),
+    ("Europe/Berlin", datetime(2026, 7, 2, 10, 0, tzinfo=dt_timezone.utc), "UTC+2"),  # summer time
+    ("Asia/Kolkata", datetime(2026, 12, 2, 10, 0, tzinfo=dt_timezone.utc), "UTC+5:30"),
+    ("America/St_Johns", datetime(2026, 12, 2, 10, 0, tzinfo=dt_timezone.utc), "UTC-3:30"),
+    ("UTC", datetime(2026, 12, 2, 10, 0, tzinfo=dt_timezone.utc), "UTC"),
+])
+def test_a_zone_is_said_as_its_offset_at_that_moment_in_any_language(zone, moment, words):
+    """Pages and emails name a zone by its offset: "Asia/Shanghai" is English to a Chinese reader,
+    and "CST" is China's and Chicago's."""
+    from zoneinfo import ZoneInfo
+
+    from jobs.moments import moment_with_zone, zone_words
+    assert zone_words(moment, ZoneInfo(zone)) == words
+    with timezone.override(ZoneInfo(zone)):
+        assert moment_with_zone(moment).endswith(" " + words)

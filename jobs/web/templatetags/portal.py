@@ -5,6 +5,7 @@ from django import template
 
 from jobs.live.view import TASK_GROUP_LABELS, TASK_STATE_CLASS_OTHER, TASK_STATE_CLASSES, task_group
 from jobs.models.job import JobStatus
+from jobs.moments import moment_with_zone
 from worker.manifest import is_video_name
 
 register = template.Library()
@@ -23,6 +24,12 @@ def duration(seconds) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+@register.filter
+def moment_in_zone(when) -> str:
+    """`jobs.moments.moment_with_zone`: "2026-12-02 18:05 UTC+8"; empty when unknown."""
+    return moment_with_zone(when) if when else ""
 
 
 @register.filter

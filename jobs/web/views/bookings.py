@@ -34,7 +34,7 @@ from jobs.bookings import offpeak
 from jobs.bookings.use import jobs_inside
 from jobs.models import Booking, BookingPolicy, BookingState, ClusterProfile, GpuType, StartChoice
 from jobs.models.booking import HOLDING_STATES
-from jobs.moments import WEEKDAYS_SHORT
+from jobs.moments import WEEKDAYS_SHORT, zone_words
 
 #: the form's fields, and where a problem `jobs.bookings.BookingError` names (the seed's JSON keys,
 #: maybe under "gpu_requirement.") is shown
@@ -57,6 +57,12 @@ def user_zone(request: HttpRequest):
         except (ValueError, OSError):  # unknown to this machine's tz database
             pass
     return timezone.get_default_timezone()
+
+
+def zone_context() -> dict:
+    """The current zone for a booking page: its name for the script (`time_zone`), its offset for
+    people (`time_zone_words`, "UTC+8": a zone's name is English)."""
+    return {"time_zone": timezone.get_current_timezone_name(), "time_zone_words": zone_words()}
 
 
 def in_user_zone(view):
@@ -136,7 +142,7 @@ def booking_list(request: HttpRequest) -> HttpResponse:
     for booking in bookings:  # what Cancel does to the jobs inside each (its dialog says so)
         booking.inside = inside.get(booking.pk)
     return render(request, "jobs/booking_list.html", {"bookings": bookings,
-                                                      "time_zone": timezone.get_current_timezone_name()})
+                                                      **zone_context()})
 
 
 @login_required
@@ -157,8 +163,8 @@ def booking_new(request: HttpRequest) -> HttpResponse:
                 return redirect("booking-detail", booking_id=booking.id)
     else:
         form = BookingForm(initial=_initial_from(request))
-    context = {"form": form, "policy": BookingPolicy.current(), "time_zone": timezone.get_current_timezone_name(),
-               "site_time_zone": offpeak.site_zone().key, **quiet_hours(request.user, form)}
+    context = {"form": form, "policy": BookingPolicy.current(), **zone_context(),
+               "site_time_zone": zone_words(zone=offpeak.site_zone()), **quiet_hours(request.user, form)}
     return render(request, "jobs/booking_new.html", context)
 
 
@@ -247,7 +253,7 @@ def booking_calendar(request: HttpRequest) -> HttpResponse:
                  "bars": day_bars(mine, day, request.user)} for day in days]
         calendars.append({"gpu_type": gpu_type, "rows": rows})
     return render(request, "jobs/booking_calendar.html", {"calendars": calendars, "days": days,
-                                                           "time_zone": timezone.get_current_timezone_name()})
+                                                           **zone_context()})
 
 
 def day_bars(held: list[Booking], day: datetime, user) -> list[dict]:
@@ -280,7 +286,7 @@ def booking_detail(request: HttpRequest, booking_id: UUID) -> HttpResponse:
     booking = get_booking_for_user(request.user, booking_id)
     booking.inside = jobs_inside([booking])[booking.pk]
     return render(request, "jobs/booking_detail.html", {"booking": booking, "BookingState": BookingState,
-                                                         "time_zone": timezone.get_current_timezone_name()})
+                                                         **zone_context()})
 
 
 @require_POST
