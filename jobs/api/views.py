@@ -21,12 +21,14 @@ from jobs.api.auth import api_view, error
 from jobs.bookings.use import job_outlasts_booking
 from jobs.clusters.browse import browse
 from jobs.errors import BrowseError, StartError
+from jobs.job import again
 from jobs.job.lifecycle import request_cancel
 from jobs.job.retry import retry_failed, retry_refusal
 from jobs.job.start import start_job
 from jobs.models import ClusterProfile, Job, JobStatus, Template
 from jobs.results.files import download_name, output_path, record_download, serve_file, stream_results_zip
 from jobs.results.retention import files_gone_message
+from jobs.uploads import store as upload_store
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -70,19 +72,37 @@ def _create_job(request) -> JsonResponse:
             return error(problem, 400, "callback_url")
     slug = data.get("template", "").strip()
     template = Template.objects.select_related("cluster").filter(slug=slug).first() if slug else None
+    target_folder, target_uploads = data.get("target_folder", "").strip(), _upload_ids(data, "target_uploads")
+    picked, made = [], []
+    if look_again_of := data.get("look_again_of", "").strip():  # that job's results that need a look (jobs.job.again)
+        try:
+            earlier = _job_for(request, look_again_of)
+        except ValidationError:  # not a job's id
+            earlier = None
+        if earlier is None:
+            return _no_job()
+        template = template or earlier.template
+        target_folder = earlier.target_folder
+        picked = again.picked_paths(earlier, target_folder)
+        made = again.kept_flagged(earlier, request.user)
+        target_uploads = [str(u.id) for u in made]
+        if not (picked or target_uploads):
+            return error(_("No result of that job needs a look, or its files are gone."), 400, "look_again_of")
     try:
         job = start_job(
             user=request.user, template=template, sources=request.FILES.getlist("source"),
-            target_folder=data.get("target_folder", "").strip(), target_files=request.FILES.getlist("targets"),
+            target_folder=target_folder, target_files=request.FILES.getlist("targets"),
             consent=data.get("consent", "").strip().lower() in TRUE_WORDS, name=data.get("name", ""),
             callback_url=callback_url, request=request,
-            source_uploads=_upload_ids(data, "source_uploads"), target_uploads=_upload_ids(data, "target_uploads"),
+            source_uploads=_upload_ids(data, "source_uploads"), target_uploads=target_uploads, picked=picked,
             face_selector=data.get("face_selector", "").strip() or None, reference=request.FILES.get("reference"),
             reference_uploads=_upload_ids(data, "reference_uploads"),
             booking=data.get("booking", "").strip() or None,  # a GPU booking's id: run in its reservation
             mixed_faces_ok=data.get("mixed_faces_ok", "").strip().lower() in TRUE_WORDS,  # the face photos: one person
         )
     except StartError as exc:
+        for upload in made:  # made for this Start only: nobody sent them
+            upload_store.remove(upload)
         response = error(exc.message, 400, exc.field)
         if len(exc.problems) > 1:  # every problem at once, as the page shows them
             body = json.loads(response.content)

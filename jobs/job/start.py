@@ -78,7 +78,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
               target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
               callback_url: str = "", request=None, source_uploads=(), target_uploads=(),
               face_selector: str | None = None, reference: UploadedFile | None = None, reference_uploads=(),
-              booking=None, mixed_faces_ok: bool = False, is_preview: bool = False) -> Job:
+              booking=None, mixed_faces_ok: bool = False, is_preview: bool = False, picked=()) -> Job:
     """Create a queued job (and enqueue its submission on commit), or raise StartError listing every
     problem found (a QuotaExceeded when only a quota refuses it). Files come sent with the request
     (`sources`, `target_files`) or sent ahead (`source_uploads`, `target_uploads`: ids of the user's
@@ -88,6 +88,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
     reservation the job is submitted into (None or "": the open queue).
     `is_preview`: a preview of a job-to-be (jobs.job.preview): a folder counts as its first
     PREVIEW_PHOTOS photos, and no program is called back when it ends.
+    `picked`: of the folder, only the files at these cluster paths (jobs.job.again).
     `request`, when given, only feeds the audit log."""
     sources, target_files = sources or [], target_files or []
     problems: list[tuple[str | None, str]] = []
@@ -108,8 +109,10 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
         counted = None  # a folder's photos and videos, as its cluster counted them (None: not known yet)
         if target_folder and not has_files:
             target_folder, counted = _checked_folder(profile, target_folder, problems)
+            if picked and counted is not None:
+                counted = min(counted, len(picked))  # jobs.job.submit takes only those
             if is_preview and counted is not None:
-                counted = min(counted, PREVIEW_PHOTOS)  # jobs.job.submit takes only those
+                counted = min(counted, PREVIEW_PHOTOS)
         try:  # the limits of one job, before there is one (check_quota asks again, under its lock)
             if counted is None:
                 check_job_size(profile, files.n_targets)
@@ -129,7 +132,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
     job = Job(owner=user, name=without_hidden_characters(name).strip()[:200], template=template,
               template_snapshot=snapshot.to_json(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url,
-              booking=chosen_booking, is_preview=is_preview,
+              booking=chosen_booking, is_preview=is_preview, picked=list(picked) if target_folder else [],
               language=translation.get_language() or "")  # what is written about it later is in it
     # Folder targets are counted on the cluster after Start (jobs.job.submit re-checks the count).
     _save(user, job, files, n_targets=files.n_targets if has_files else None, request=request)

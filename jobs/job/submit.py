@@ -34,7 +34,7 @@ from cluster import (
 )
 from jobs import content_safety
 from jobs.errors import StartError, SubmitRejected
-from jobs.job import attempts, container, lifecycle
+from jobs.job import again, attempts, container, lifecycle
 from jobs.job.retry import REPLACEMENTS_DIR
 from jobs.job.start import is_media_name
 from jobs.live.protocol import publish_job
@@ -326,6 +326,10 @@ def _targets_from_folder(runner, job: Job, chunk_size: int) -> None:
         raise SubmitRejected(_("The folder %(folder)s cannot be read on the cluster: %(why)s.") % {
             "folder": job.target_folder, "why": FOLDER_ERRORS.get(exc.errno, FOLDER_ERRORS[2])} + " " + PICK_AGAIN) from None
     entries = [e for e in listing.entries if e.type == "file" and is_media_name(e.name) and not e.name.startswith(".")]
+    entries = again.keep_picked(entries, job.picked)  # some files of it only (jobs.job.again)
+    if job.picked and not entries:
+        raise SubmitRejected(_("None of the chosen files is in the folder %(folder)s any more.") % {
+            "folder": job.target_folder} + " " + PICK_AGAIN)
     if job.is_preview:  # its first photos, in the folder's order (jobs.job.preview)
         entries = [e for e in entries if not is_video_name(e.name) and not e.refused][:PREVIEW_PHOTOS]
         if not entries:

@@ -88,6 +88,10 @@ class Job(models.Model):
     callback_url = models.URLField(blank=True)
     #: "Try it on a few photos" (jobs.job.preview): the first photos of a job-to-be, run before it
     is_preview = models.BooleanField(default=False, db_default=False)
+    #: a folder job over some of its files only: their cluster paths (empty: the whole folder). Set
+    #: when the results of an earlier job that need a look are tried again with another face photo
+    #: (jobs.job.again); jobs.job.submit lists the folder and keeps only these.
+    picked = models.JSONField(default=list, blank=True)
     #: the GPU booking whose Slurm reservation the job is submitted into (None: the open queue)
     booking = models.ForeignKey("jobs.Booking", on_delete=models.SET_NULL, null=True, blank=True,
                                 related_name="jobs", verbose_name=_("booking"))

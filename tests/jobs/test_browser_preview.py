@@ -1,8 +1,9 @@
 """"Try it on a few photos" in a real browser (headless Chromium, the portal's own web server process,
 files sent over tus): the preview starts without leaving New job, its results appear by the button as
 they are made (the worker's results played by the test: no cluster here), a flagged one says so,
-and Start then runs the whole job with every file still chosen. English and Chinese, desktop and
-phone. Screenshots: <screenshots>/new-job-preview-*.png and result-needs-a-look-*.png (tests/e2e/shots.py)."""
+and Start then runs the whole job with every file still chosen; its flagged photo is tried again
+with another face photo from the job page. English and Chinese, desktop and phone. Screenshots:
+<screenshots>/new-job-preview-*.png, result-needs-a-look-*.png and look-again-*.png (tests/e2e/shots.py)."""
 from __future__ import annotations
 
 import shutil
@@ -47,9 +48,11 @@ def finish_with_results(preview: Job, picture) -> None:
 @pytest.mark.parametrize("language, viewport, words", [
     ("en", {"width": 1280, "height": 1000},
      {"button": "Try it on a few photos", "ended": "The preview has ended.",
-      "flag": "The new face did not take"}),
+      "flag": "The new face did not take", "look": "1 result needs a look",
+      "again": "Add another face photo in step 1"}),
     ("zh-hans", {"width": 390, "height": 844},
-     {"button": "先用几张照片试试", "ended": "预览已结束。", "flag": "新的脸没有换上"}),
+     {"button": "先用几张照片试试", "ended": "预览已结束。", "flag": "新的脸没有换上", "look": "1 个结果需要查看",
+      "again": "请在第 1 步添加另一张脸部照片"}),
 ])
 def test_a_preview_shows_its_results_by_the_button_and_start_runs_everything(web_server, owner, template, jpeg_bytes,
                                                                              tmp_path, monkeypatch, language,
@@ -97,4 +100,24 @@ def test_a_preview_shows_its_results_by_the_button_and_start_runs_everything(web
         page.screenshot(path=str(SHOTS / f"result-needs-a-look-{language}-{viewport['width']}.png"), full_page=True)
         page.goto(f"/jobs/{preview.id}?show=look#targets")
         assert page.locator("#target-grid li").count() == 1
+        # the whole job ends with one flagged photo: tried again with another face photo
+        finish_with_results(whole, face)
+        page.goto(f"/jobs/{whole.id}")
+        assert words["look"] in page.locator("#job-look-again").inner_text()
+        page.locator("#job-look-again-button").click()
+        page.wait_for_url("**/jobs/new?again=*", timeout=15_000)
+        wait_for(page, "document.querySelectorAll('#zone-target .upload-item.upload-ready').length === 1", 15_000)
+        assert page.locator("#zone-source .upload-item").count() == 0  # another face is the point
+        assert words["again"] in page.locator("#look-again").inner_text()
+        other = tmp_path / "bella.jpg"
+        other.write_bytes(jpeg_bytes)
+        page.set_input_files("#id_source", str(other))
+        wait_for(page, "document.querySelectorAll('#zone-source .upload-item.upload-ready').length === 1", 30_000)
+        page.screenshot(path=str(SHOTS / f"look-again-{language}-{viewport['width']}.png"), full_page=True)
+        page.check("#id_consent")
+        page.locator("#start-button").click()
+        page.wait_for_url(lambda url: "/jobs/new" not in url and str(whole.id) not in url, timeout=15_000)
+        again = Job.objects.filter(is_preview=False).exclude(pk=whole.pk).get()
+        assert [t.name for t in again.targets.all()] == ["shot-2.jpg"]
+        assert [s.original_name for s in again.sources.all()] == ["bella.jpg"]
         assert not errors, errors

@@ -4,7 +4,9 @@ Files are normally sent ahead, as soon as they are chosen (tus: jobs/web/views/u
 form carries only their ids; without JavaScript they come with the form. Either way a refused Start
 loses nothing: the form comes back with every problem next to its field, and the good files sent
 with it are kept as uploads, listed on the form, sent again by nobody. `?again=<job>` fills the form
-from one of the user's jobs ("Run again"): its template, folder, name, and its files.
+from one of the user's jobs ("Run again"): its template, folder, name, and its files;
+`?again=<job>&only=look` with only its results that need a look, and no face photo: the user adds
+another (jobs.job.again; the form carries the job's id in `again_look`, and Start picks its files).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from django.views.decorators.http import require_http_methods
 from jobs import bookings
 from jobs.bookings.use import job_outlasts_booking
 from jobs.errors import StartError
+from jobs.job import again
 from jobs.job.preview import start_preview
 from jobs.job.start import start_job
 from jobs.models import Job, Upload, UploadKind
@@ -39,11 +42,14 @@ AGAIN_MAX_FILES = 1000
 @require_http_methods(["GET", "HEAD", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
     sent = {"source": [], "targets": [], "reference": []}
+    look_again = None  # the job whose flagged results this one tries again (jobs.job.again)
     if request.method == "POST":
         form = NewJobForm(request.POST, request.FILES, user=request.user)
         preview = "preview" in request.POST  # "Try it on a few photos" (jobs.job.preview)
+        look_again = _job_to_repeat(request, request.POST.get("again_look", ""))
         if form.is_valid():
             data = form.cleaned_data
+            picked = again.picked_paths(look_again, data["target_folder"].strip())
             try:
                 if preview:
                     sent = _kept(request, data)  # every file an upload now: the preview copies them
@@ -52,7 +58,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
                         target_folder=data["target_folder"].strip(), name=data["name"],
                         face_selector=data["face_selector"] or None, consent=data["consent"],
                         booking=request.POST.get("booking", "").strip() or None,
-                        mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")), request=request))
+                        mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")), picked=picked, request=request))
                 job = start_job(user=request.user, template=data["template"], sources=data["source"],
                                 target_folder=data["target_folder"].strip(), target_files=data["targets"],
                                 consent=data["consent"], name=data["name"], request=request,
@@ -60,7 +66,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
                                 face_selector=data["face_selector"] or None, reference=data["reference"],
                                 reference_uploads=data["reference_uploads"], callback_url=data["callback_url"],
                                 booking=request.POST.get("booking", "").strip() or None,
-                                mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")))
+                                mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")), picked=picked)
             except StartError as exc:
                 if not preview:
                     sent = _kept(request, data)  # before add_error, which takes fields out of cleaned_data
@@ -80,12 +86,15 @@ def job_new(request: HttpRequest) -> HttpResponse:
         first = form.fields["template"].queryset.default_for(request.user)
         form.initial["template"] = first.pk if first else None
         form.initial["face_selector"] = first.face_selector if first else "many"
-        again = _job_to_repeat(request)
-        if again is not None:
-            sent = _fill_from(form, again, request.user)
+        repeated = _job_to_repeat(request, request.GET.get("again", ""))
+        if repeated is not None and request.GET.get("only") == again.ONLY_LOOK:
+            sent, look_again = _fill_for_another_face(form, repeated, request.user), repeated
+        elif repeated is not None:
+            sent = _fill_from(form, repeated, request.user)
     templates = form.fields["template"].queryset
     context = {
         "form": form, "quota": quota_status(request.user), "preview_photos": PREVIEW_PHOTOS,
+        "look_again": look_again, "look_again_count": again.flagged(look_again).count() if look_again else 0,
         # what the page's script checks as files are chosen or a folder counted, before Start
         "targets_limits": targets_limits(request.user, {t.cluster for t in templates}),
         # the user's GPU bookings a job may run in ("Run inside my GPU booking"); Start checks the cluster
@@ -115,8 +124,8 @@ def _kept(request: HttpRequest, data: dict) -> dict[str, list[Upload]]:
     return out
 
 
-def _job_to_repeat(request: HttpRequest) -> Job | None:
-    job_id = request.GET.get("again", "")
+def _job_to_repeat(request: HttpRequest, job_id: str) -> Job | None:
+    """One of the user's jobs (visible to them), or None."""
     if not job_id:
         return None
     try:
@@ -125,9 +134,10 @@ def _job_to_repeat(request: HttpRequest) -> Job | None:
         return None
 
 
-def _fill_from(form: NewJobForm, job: Job, user) -> dict[str, list[Upload]]:
+def _fill_from(form: NewJobForm, job: Job, user, targets=None, with_sources: bool = True) -> dict[str, list[Upload]]:
     """Prefill the form from `job`: the same template (if still offered), folder and name; its face
-    photos and uploaded files made ready to send again (linked, not copied). Consent is asked again."""
+    photos and uploaded files (`targets`, default: all) made ready to send again (linked, not
+    copied). Consent is asked again."""
     if form.fields["template"].queryset.filter(pk=job.template_id).exists():
         form.initial["template"] = job.template_id
     form.initial["face_selector"] = job.snapshot.face_selector
@@ -135,12 +145,20 @@ def _fill_from(form: NewJobForm, job: Job, user) -> dict[str, list[Upload]]:
     form.initial["name"] = job.name
     form.initial["callback_url"] = job.callback_url
     sources = [upload_store.keep(user, s.file.path, UploadKind.SOURCE, name=s.original_name)
-               for s in job.sources.all()[:AGAIN_MAX_FILES] if s.file]
+               for s in (job.sources.all()[:AGAIN_MAX_FILES] if with_sources else []) if s.file]
     targets = [] if job.target_folder else [
         upload_store.keep(user, t.upload.path, UploadKind.TARGET, name=t.name)
-        for t in job.targets.exclude(upload="").order_by("index")[:AGAIN_MAX_FILES]]
+        for t in (job.targets.order_by("index") if targets is None else targets).exclude(upload="")[:AGAIN_MAX_FILES]]
     reference = [upload_store.keep(user, job.reference_face.path, UploadKind.REFERENCE)] if job.reference_face else []
     return {"source": [u for u in sources if u], "targets": [u for u in targets if u], "reference": [u for u in reference if u]}
+
+
+def _fill_for_another_face(form: NewJobForm, job: Job, user) -> dict[str, list[Upload]]:
+    """Prefill the form to try `job`'s flagged results again (jobs.job.again): as Run again, but
+    only those photos, and no face photo (another one is the point)."""
+    sent = _fill_from(form, job, user, targets=again.flagged(job), with_sources=False)
+    form.initial["name"] = _("%(name)s, another face") % {"name": job.name} if job.name else _("Another face")
+    return sent
 
 
 def _wants_json(request: HttpRequest) -> bool:

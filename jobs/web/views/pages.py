@@ -16,6 +16,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST, require_safe
 
 from jobs.errors import UploadRejected
+from jobs.job import again
 from jobs.job.lifecycle import request_cancel
 from jobs.job.retry import (
     REPLACEABLE,
@@ -64,6 +65,7 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "can_replace": job.is_final,
         "replaceable": [str(s) for s in REPLACEABLE],
         "run_again_url": f"{reverse('job-new')}?again={job.id}",
+        "look_again_url": f"{reverse('job-new')}?again={job.id}&only={again.ONLY_LOOK}" if again.can_try_again(job) else "",
         "sources": job_sources(job),
         "attempts": job.attempts.all(),
     }

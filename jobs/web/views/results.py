@@ -9,6 +9,7 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_safe
 
+from jobs.job import again
 from jobs.models import Job, Target
 from jobs.results.files import download_name, input_path, output_path
 from jobs.results.self_check import ADVICE, target_self_check_words
@@ -34,6 +35,7 @@ def target_detail(request: HttpRequest, job_id: UUID, index: int) -> HttpRespons
         "sources": source_faces(job),
         "look": target_self_check_words(target),
         "look_advice": ADVICE,
+        "look_again_url": f"{reverse('job-new')}?again={job.id}&only={again.ONLY_LOOK}" if again.can_try_again(job) else "",
         **neighbours(target),
     }
     return render(request, "jobs/target_detail.html", context)
