@@ -21,11 +21,12 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+import cluster
 from cluster import PathNotAllowed, check_in_roots
 from jobs import audit, content_safety, webhooks
 from jobs.background import enqueue
 from jobs.bookings.use import usable_booking
-from jobs.clusters.folder_check import count_folder
+from jobs.clusters.folder_check import count_folder, outside_words
 from jobs.errors import QuotaExceeded, StartError, UploadRejected
 from jobs.job.priority import qos_for
 from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
@@ -303,8 +304,11 @@ def _checked_folder(profile, target_folder: str, problems: list) -> tuple[str, i
     the folder is taken, its count unknown (None; jobs.job.submit counts it again)."""
     try:
         target_folder = check_in_roots(target_folder, list(profile.target_roots))
-    except PathNotAllowed:
-        problems.append(("target_folder", _("That folder is outside the folders you may use. Pick one with the folder browser.")))
+    except PathNotAllowed:  # with the folder it likely meant, when the cluster has it ("ux3/photos")
+        problems.append(("target_folder", outside_words(target_folder, list(profile.target_roots),
+                                                        cluster.runner_for(profile))
+                         if settings.FOLDER_CHECK_ON_START else
+                         _("That folder is outside the folders you may use. Pick one with the folder browser.")))
         return target_folder, None
     if not settings.FOLDER_CHECK_ON_START:
         return target_folder, None

@@ -12,10 +12,11 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from jobs.clusters.folder_check import suggestions
-from jobs.models import JobStatus, Target, TargetStatus
+from jobs.models import Job, JobStatus, Target, TargetStatus
 from jobs.web.views.pages import progress_pct
 from tests.fake_ssh import run_here
 from tests.jobs.test_pages_jobs import make_job
@@ -148,6 +149,19 @@ def test_a_relative_folder_is_answered_with_the_folder_it_meant(client, owner, s
     client.cookies["django_language"] = lang
     found = client.get(reverse("folder-check"), {"path": "ux3/photos"}).json()
     assert not found["ok"] and words.format(storage / "ux3" / "photos") in found["summary"]
+
+
+@pytest.mark.parametrize("lang, words", [("en", "Did you mean {}?"), ("zh-hans", "您是不是要找 {}？")])
+def test_start_answers_a_relative_folder_with_the_folder_it_meant(client, owner, template, storage, jpeg_bytes,
+                                                                   settings, lang, words):
+    """Start says the same as the folder check, next to the field, and starts nothing."""
+    settings.FOLDER_CHECK_ON_START = True
+    client.force_login(owner)
+    client.cookies["django_language"] = lang
+    r = client.post(reverse("job-new"), {"template": template.pk, "consent": "on", "target_folder": "ux3/photos",
+                                         "source": SimpleUploadedFile("face.jpg", jpeg_bytes, "image/jpeg")})
+    assert r.status_code == 200 and words.format(storage / "ux3" / "photos") in r.content.decode()
+    assert not Job.objects.exists()
 
 
 def test_a_folder_with_no_match_is_answered_with_the_allowed_folders(client, owner, storage):
