@@ -40,7 +40,7 @@ else
 fi
 
 node=$(sinfo -h -N -n "$NODE_NAME" -o '%t %G' 2>/dev/null | head -n1)
-if [[ $node =~ ^(idle|mix|alloc|comp)\  ]] && slurm_pids slurmd >/dev/null; then
+if [[ $node =~ ^(idle|mix|alloc|comp|resv|plnd|maint)\  ]] && slurm_pids slurmd >/dev/null; then
   report OK slurmd "node $NODE_NAME ${node%% *}, ${node#* }"
 else
   report FAIL slurmd "node $NODE_NAME is '${node:-unknown}' (want idle; $SLURM_LOG/slurmd.log)"
@@ -123,7 +123,7 @@ if [ "$FFP_SECOND" != 0 ]; then
     report FAIL slurmctld-2 "$FFP_SECOND_CLUSTER: scontrol ping not UP ($SLURM_LOG/slurmctld-second.log)"
   fi
   node=$(SLURM_CONF=$FFP_SECOND_SLURM_CONF sinfo -h -N -n "$node2" -o '%t %G' 2>/dev/null | head -n1)
-  if [[ $node =~ ^(idle|mix|alloc|comp)\  ]] && slurm_pids slurmd "$FFP_SECOND_SLURM_CONF" >/dev/null; then
+  if [[ $node =~ ^(idle|mix|alloc|comp|resv|plnd|maint)\  ]] && slurm_pids slurmd "$FFP_SECOND_SLURM_CONF" >/dev/null; then
     report OK slurmd-2 "node $node2 ${node%% *}, ${node#* }"
   else
     report FAIL slurmd-2 "node $node2 is '${node:-unknown}' (want idle; $SLURM_LOG/slurmd-second.log)"

@@ -249,7 +249,7 @@ for i in 1 2; do
   fi
 done
 # Both nodes answering and usable (a node is listed once per partition; "idle*" is not answering).
-nodes_up() { [ "$(in_root_of sinfo -h -N -o '%N %t' | awk '$2 ~ /^(idle|mix|alloc)$/ {print $1}' | sort -u | wc -l)" -eq 2 ]; }
+nodes_up() { [ "$(in_root_of sinfo -h -N -o '%N %t' | awk '$2 ~ /^(idle|mix|alloc|comp|resv|plnd|maint)$/ {print $1}' | sort -u | wc -l)" -eq 2 ]; }
 wait_until $((FFP_TIMEOUT * 2)) "$NV_CLUSTER" "$R/var/log/slurm/slurmctld.log" nodes_up
 
 # --- the login node: an sshd for the service user, in the root, on 127.0.0.1 ------------------------------

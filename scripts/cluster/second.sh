@@ -93,7 +93,8 @@ if [[ $(node_state) =~ ^(down|drain|drng|fail) ]] && slurm_pids slurmd "$conf" >
   sleep 1
   scontrol update nodename="$node" state=resume 2>/dev/null || true
 fi
-node_usable() { [[ $(node_state) =~ ^(idle|mix|alloc|comp)$ ]]; }
+# "resv", "plnd", "maint": held by a GPU booking (a Slurm reservation) or planned for a waiting job, and up
+node_usable() { [[ $(node_state) =~ ^(idle|mix|alloc|comp|resv|plnd|maint)$ ]]; }
 wait_until "$FFP_TIMEOUT" slurmd-second "$SLURM_LOG/slurmd-second.log" node_usable
 
 # --- its sshd: the first one's config plus SLURM_CONF for every session, its own host key ---------------

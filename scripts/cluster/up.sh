@@ -197,7 +197,8 @@ else
   say slurmd "running"
 fi
 node_state() { sinfo -h -N -n "$NODE_NAME" -o %t 2>/dev/null | head -n1; }
-node_usable() { [[ $(node_state) =~ ^(idle|mix|alloc|comp)$ ]]; }
+# "resv", "plnd", "maint": held by a GPU booking (a Slurm reservation) or planned for a waiting job, and up
+node_usable() { [[ $(node_state) =~ ^(idle|mix|alloc|comp|resv|plnd|maint)$ ]]; }
 # A node left drained/down by an earlier crash stays so across restarts: resume it once.
 if [[ $(node_state) =~ ^(down|drain|drng|fail) ]] && slurm_pids slurmd >/dev/null; then
   sleep 1

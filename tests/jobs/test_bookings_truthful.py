@@ -17,7 +17,7 @@ from jobs.bookings.inventory import count_due, gpu_facts, refresh_inventory
 from jobs.models import Booking, BookingState, GpuType, JobStatus
 
 from .api_helpers import make_job
-from .booking_helpers import NOW, events, gpu_type, policy, scontrol_answers, seed_json  # noqa: F401 - fixtures
+from .booking_helpers import NOW, events, gpu_type, policy, scontrol_answers, second_profile, seed_json  # noqa: F401 - fixtures
 
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-CN,zh;q=0.9"}
 
@@ -224,3 +224,17 @@ def test_a_zone_is_said_as_its_offset_at_that_moment_in_any_language(zone, momen
     assert zone_words(moment, ZoneInfo(zone)) == words
     with timezone.override(ZoneInfo(zone)):
         assert moment_with_zone(moment).endswith(" " + words)
+
+
+def test_start_a_job_in_this_booking_offers_a_template_on_the_bookings_cluster(logged_in, owner, template,
+                                                                               second_profile):
+    """From a booking's "Start a job in this booking", New job must not start on another cluster's
+    template: the booking could not be used, and the job would run in the open queue instead."""
+    from jobs.models import Template
+    there = Template.objects.create(name="Second A100", slug="a100", cluster=second_profile, partition="gpu",
+                                    gpu_type="a100", gpu_count=1, mem="2G", time_limit="00:10:00", chunk_size=2)
+    booking = booking_of(owner, second_profile, starts_at=timezone.now() + timedelta(minutes=5))
+    page = logged_in.get(reverse("job-new") + f"?booking={booking.pk}")
+    assert page.context["form"].initial["template"] == there.pk
+    assert logged_in.get(reverse("job-new")).context["form"].initial["template"] == template.pk
+    assert logged_in.get(reverse("job-new") + "?booking=nonsense").status_code == 200

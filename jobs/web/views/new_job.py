@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -83,7 +84,11 @@ def job_new(request: HttpRequest) -> HttpResponse:
     else:
         form = NewJobForm(user=request.user, initial={"target_folder": request.GET.get("target_folder", "")})
         # The template of the user's last job, else the admin's first card (Template.objects.default_for).
-        first = form.fields["template"].queryset.default_for(request.user)
+        offered = form.fields["template"].queryset
+        # "Start a job in this booking": a template on the booking's cluster, or the job could not use it
+        booked = _booking_asked(request)
+        first = (offered.filter(cluster_id=booked.cluster_id).default_for(request.user) if booked else None) \
+            or offered.default_for(request.user)
         form.initial["template"] = first.pk if first else None
         form.initial["face_selector"] = first.face_selector if first else "many"
         repeated = _job_to_repeat(request, request.GET.get("again", ""))
@@ -122,6 +127,15 @@ def _kept(request: HttpRequest, data: dict) -> dict[str, list[Upload]]:
         uploads += [u for u in (upload_store.keep(request.user, f, kind) for f in files) if u is not None]
         out[field] = uploads
     return out
+
+
+def _booking_asked(request: HttpRequest):
+    """The usable booking `?booking=` names (from its page's "Start a job in this booking"), or None."""
+    booking_id = request.GET.get("booking", "")
+    try:
+        return bookings.usable_bookings(request.user).filter(pk=booking_id).first() if booking_id else None
+    except ValidationError:  # not an id: no booking
+        return None
 
 
 def _job_to_repeat(request: HttpRequest, job_id: str) -> Job | None:

@@ -65,7 +65,9 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "can_replace": job.is_final,
         "replaceable": [str(s) for s in REPLACEABLE],
         "run_again_url": f"{reverse('job-new')}?again={job.id}",
-        "look_again_url": f"{reverse('job-new')}?again={job.id}&only={again.ONLY_LOOK}" if again.can_try_again(job) else "",
+        "look_again_url": f"{reverse('job-new')}?again={job.id}&only={again.ONLY_LOOK}",
+        "look_again_now": again.can_try_again(job),
+        "look_again_later": job.is_active and not job.is_preview,  # shown by the live script if it ends flagged
         "sources": job_sources(job),
         "attempts": job.attempts.all(),
     }

@@ -7,7 +7,7 @@ import { num, pageDate, progressPct, sameInstant, thousands } from "./format.js"
 import { TargetGrid } from "./job_targets.js";
 import { TaskTable } from "./job_tasks.js";
 import { Connection } from "./socket.js";
-import { fill, hasWord, markup, word } from "./strings.js";
+import { fill, hasWord, markup, needLook, word } from "./strings.js";
 
 const RESYNC_DELAY_MS = 300; // a burst of events that each want the whole picture asks once
 
@@ -128,6 +128,7 @@ export class JobPage {
       const cancel = document.getElementById("job-cancel");
       if (cancel) cancel.parentNode.removeChild(cancel);
       this.offerRetry(job);
+      this.offerLookAgain(job);
       const dialog = document.getElementById("cancel-dialog");
       if (dialog && dialog.open) dialog.close();
       // "Job started." was true when the page came; above an ended job it is not.
@@ -148,6 +149,16 @@ export class JobPage {
     const labels = Array.from(form.querySelectorAll("[data-when]"));
     const when = labels.some((l) => l.getAttribute("data-when") === job.status) ? job.status : "";
     for (const label of labels) label.hidden = label.getAttribute("data-when") !== when;
+  }
+
+  // "Try again with another face photo", once the job ended with results the worker flagged (the
+  // server's `can_try_again`): the notice is on a running job's page, hidden.
+  offerLookAgain(job) {
+    const notice = document.getElementById("job-look-again");
+    const n = num((job.progress || {}).needs_look);
+    if (!notice || !n) return;
+    document.getElementById("job-look-count").textContent = needLook(n);
+    notice.hidden = false;
   }
 
   // The bar and the sentence under it, as the server writes them.

@@ -50,6 +50,12 @@ export function faces(n) {
   return word("faces_other", String(n)).replace(/\d+/, String(n));
 }
 
+/** "1 result needs a look" / "3 results need a look" (jobs.job.again). */
+export function needLook(n) {
+  if (n === 1) return word("look_one", "1");
+  return word("look_other", String(n)).replace(/\d+/, String(n));
+}
+
 /** "1 person" / "3 people": a video's faces are the people on screen at once (the most in one frame). */
 export function people(n) {
   if (n === 1) return word("people_one", "1");
