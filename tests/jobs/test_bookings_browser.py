@@ -28,8 +28,8 @@ def web_server(transactional_db, tmp_path):
 
 
 @pytest.mark.parametrize("locale, waiting_words, zone_words", [
-    ("en-GB", "Album · waiting: joins the normal queue", "Times are in the time zone Asia/Shanghai."),
-    ("zh-CN", "Album · 正在等待：将进入公共队列", "时间按 Asia/Shanghai 时区显示。"),
+    ("en-GB", "Album · waiting: joins the normal queue", "Times are in the time zone UTC+8."),
+    ("zh-CN", "Album · 正在等待：将进入公共队列", "时间按 UTC+8 时区显示。"),
 ])
 def test_booking_times_follow_the_browser_and_cancel_says_what_happens(web_server, owner, profile, template,
                                                                        monkeypatch, locale, waiting_words,
