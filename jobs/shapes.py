@@ -87,12 +87,14 @@ def _iso(dt) -> str | None:
 
 
 def job_summary(job: Job, request=None) -> dict:
-    """`{"id", "name", "status", "template", "slurm_job_id", "progress", "error"}`: the list's items."""
+    """`{"id", "name", "status", "template", "team", "slurm_job_id", "progress", "error"}`: the list's
+    items. `team`: the Slurm account of the team it runs for ("" when none)."""
     return {
         "id": str(job.id),
         "name": job.name,
         "status": job.status,
         "template": job.snapshot.slug,
+        "team": job.slurm_account,
         "slurm_job_id": job.slurm_job_id,
         "progress": {"total": job.total, "done": job.done, "failed": job.failed, "needs_look": job.needs_look},
         "error": job.error,

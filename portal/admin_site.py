@@ -27,7 +27,7 @@ LIBRARY_WORDS = (gettext_noop("access attempts"), gettext_noop("access logs"), g
 #: (key, heading, tables in the order shown); the last section also takes every table not named
 SECTIONS = (
     ("people", _("People and limits"),
-     ("auth.user", "auth.group", "jobs.quota", "jobs.qoslevel", "jobs.grouppriority")),
+     ("auth.user", "auth.group", "jobs.team", "jobs.quota", "jobs.qoslevel", "jobs.grouppriority")),
     ("setup", _("Templates and clusters"), ("jobs.template", "jobs.clusterprofile", "jobs.modelset")),
     ("work", _("Jobs and files"), ("jobs.job", "jobs.upload")),
     ("bookings", _("GPU bookings"), ("jobs.booking", "jobs.gputype", "jobs.bookingpolicy")),

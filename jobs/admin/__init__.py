@@ -14,6 +14,7 @@ from jobs.admin import (  # noqa: F401 - they register themselves
     profiles,
     quotas,
     retention,
+    teams,
     templates,
     uploads,
     usage,

@@ -99,6 +99,7 @@ def _create_job(request) -> JsonResponse:
             reference_uploads=_upload_ids(data, "reference_uploads"),
             booking=data.get("booking", "").strip() or None,  # a GPU booking's id: run in its reservation
             mixed_faces_ok=data.get("mixed_faces_ok", "").strip().lower() in TRUE_WORDS,  # the face photos: one person
+            team=data.get("team", "").strip() or None,  # one of the caller's teams, by its Slurm account
         )
     except StartError as exc:
         for upload in made:  # made for this Start only: nobody sent them

@@ -40,7 +40,7 @@ def first_photos(uploads: list[Upload]) -> list[Upload]:
 
 def start_preview(*, user, template, sent: dict[str, list[Upload]], target_folder: str = "", name: str = "",
                   face_selector: str | None = None, booking=None, consent: bool = False,
-                  mixed_faces_ok: bool = False, picked=(), request=None) -> Job:
+                  mixed_faces_ok: bool = False, picked=(), team=None, request=None) -> Job:
     """Start a preview of the job these choices would make. `sent`: the user's uploads the form names
     ({"source", "targets", "reference"}: every file an upload by now, jobs.web.views.new_job keeps
     the ones sent with the form). Raises StartError as Start does; the uploads stay the user's either way."""
@@ -59,7 +59,7 @@ def start_preview(*, user, template, sent: dict[str, list[Upload]], target_folde
             request=request, source_uploads=[c.id for c in copies["source"]],
             target_uploads=[c.id for c in copies["targets"]], face_selector=face_selector,
             reference_uploads=[c.id for c in copies["reference"]], booking=booking,
-            mixed_faces_ok=mixed_faces_ok, is_preview=True, picked=picked)
+            mixed_faces_ok=mixed_faces_ok, is_preview=True, picked=picked, team=team)
     except Exception:
         for made in copies.values():  # refused: the copies go, the originals stay on the form
             for c in made:

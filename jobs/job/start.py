@@ -29,7 +29,7 @@ from jobs.bookings.use import usable_booking
 from jobs.clusters.folder_check import count_folder, outside_words
 from jobs.errors import QuotaExceeded, StartError, UploadRejected
 from jobs.job.priority import qos_for
-from jobs.models import Job, Source, Target, Template, Upload, UploadKind, UploadStatus
+from jobs.models import Job, Source, Target, Team, Template, Upload, UploadKind, UploadStatus
 from jobs.models.job import PREVIEW_PHOTOS
 from jobs.quotas import check_folder_targets, check_job_size, check_quota, check_targets_per_job, effective_limits
 from jobs.uploads import identity
@@ -79,7 +79,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
               target_files: list[UploadedFile] | None = None, consent: bool = False, name: str = "",
               callback_url: str = "", request=None, source_uploads=(), target_uploads=(),
               face_selector: str | None = None, reference: UploadedFile | None = None, reference_uploads=(),
-              booking=None, mixed_faces_ok: bool = False, is_preview: bool = False, picked=()) -> Job:
+              booking=None, mixed_faces_ok: bool = False, is_preview: bool = False, picked=(), team=None) -> Job:
     """Create a queued job (and enqueue its submission on commit), or raise StartError listing every
     problem found (a QuotaExceeded when only a quota refuses it). Files come sent with the request
     (`sources`, `target_files`) or sent ahead (`source_uploads`, `target_uploads`: ids of the user's
@@ -90,6 +90,8 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
     `is_preview`: a preview of a job-to-be (jobs.job.preview): a folder counts as its first
     PREVIEW_PHOTOS photos, and no program is called back when it ends.
     `picked`: of the folder, only the files at these cluster paths (jobs.job.again).
+    `team`: which of the user's teams it runs for (a Team, its id, or its Slurm account; None: the
+    default, jobs.models.team); its Slurm account is frozen on the job.
     `request`, when given, only feeds the audit log."""
     sources, target_files = sources or [], target_files or []
     problems: list[tuple[str | None, str]] = []
@@ -124,6 +126,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
             problems.append((exc.field, exc.message))
             by_quota = isinstance(exc, QuotaExceeded)
     chosen_booking = usable_booking(user, booking, profile, problems) if booking else None
+    chosen_team = _which_team(user, team, problems)
     callback_url = "" if is_preview else _checked_callback(callback_url, problems)
     if problems:
         raise (QuotaExceeded if by_quota and len(problems) == 1 else StartError).of(problems)
@@ -134,6 +137,7 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
               template_snapshot=snapshot.to_json(),
               cluster=profile, target_folder=target_folder, consent_at=timezone.now(), callback_url=callback_url,
               booking=chosen_booking, is_preview=is_preview, picked=list(picked) if target_folder else [],
+              team=chosen_team, slurm_account=chosen_team.slurm_account if chosen_team else "",
               language=translation.get_language() or "")  # what is written about it later is in it
     # Folder targets are counted on the cluster after Start (jobs.job.submit re-checks the count).
     _save(user, job, files, n_targets=files.n_targets if has_files else None, request=request)
@@ -186,7 +190,8 @@ def _save(user, job: Job, files: _StartFiles, n_targets: int | None, request) ->
                 "template": job.template.slug, "target_folder": job.target_folder,
                 "uploaded_targets": files.n_targets,
                 "sources": len(files.sources) + len(files.sent_sources), "consent_at": job.consent_at.isoformat(),
-                "qos": job.snapshot.qos, "booking": str(job.booking.pk) if job.booking else ""})
+                "qos": job.snapshot.qos, "booking": str(job.booking.pk) if job.booking else "",
+                "team": job.slurm_account})
             _use_up(user, files.sent)
             _attach_reference(job, files, claimed)
             _attach_sources(job, files, claimed)
@@ -316,6 +321,19 @@ def _checked_folder(profile, target_folder: str, problems: list) -> tuple[str, i
     if found.problem:
         problems.append(("target_folder", found.problem))
     return target_folder, found.images + found.videos if found.ok and found.reachable else None
+
+
+def _which_team(user, team, problems: list):
+    """The team the job runs for: the one asked for, when it is one of the user's; without one, the
+    default (Team.objects.default_for); None for a user in no team."""
+    mine = Team.objects.of(user)
+    if team in (None, ""):
+        return mine.default_for(user)
+    key = team.pk if isinstance(team, Team) else str(team).strip()
+    found = mine.filter(pk=key).first() if str(key).isdigit() else mine.filter(slurm_account=key).first()
+    if found is None:
+        problems.append(("team", _("Choose one of your teams.")))
+    return found
 
 
 def _checked_callback(callback_url: str, problems: list) -> str:

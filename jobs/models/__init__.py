@@ -20,6 +20,7 @@ from jobs.models.priority import GroupPriority, QosLevel
 from jobs.models.quota import Quota
 from jobs.models.retention import RetentionPolicy
 from jobs.models.snapshot import TemplateSnapshot
+from jobs.models.team import Team
 from jobs.models.template import Template
 from jobs.models.token import ApiToken
 from jobs.models.upload import Upload, UploadKind, UploadPolicy, UploadStatus
@@ -28,6 +29,6 @@ from jobs.models.webhook import DeliveryState, WebhookDelivery, WebhookSecret
 
 __all__ = ["ApiToken", "Approval", "AuditEntry", "Booking", "BookingPolicy", "BookingState", "GpuType",
            "StartChoice", "capability_tuple", "ClusterProfile", "EmailNotice", "GroupPriority", "QosLevel", "Job", "JobAttempt", "JobStatus", "NoticeKind",
-           "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Template",
+           "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Team", "Template",
            "TemplateSnapshot", "Upload", "UploadKind", "UploadPolicy", "UploadStatus", "UsageRecord", "RetentionPolicy", "SafetyPolicy", "ModelSet",
            "DeliveryState", "WebhookDelivery", "WebhookSecret"]

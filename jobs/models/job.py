@@ -88,6 +88,12 @@ class Job(models.Model):
     callback_url = models.URLField(blank=True)
     #: "Try it on a few photos" (jobs.job.preview): the first photos of a job-to-be, run before it
     is_preview = models.BooleanField(default=False, db_default=False)
+    #: the team it runs for (jobs.models.team), and that team's Slurm account, frozen at Start: every
+    #: attempt is charged to the same account whatever happens to the team later ("": the service
+    #: user's default account)
+    team = models.ForeignKey("jobs.Team", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs",
+                             verbose_name=_("team"))
+    slurm_account = models.CharField(max_length=30, blank=True, default="", db_default="")
     #: a folder job over some of its files only: their cluster paths (empty: the whole folder). Set
     #: when the results of an earlier job that need a look are tried again with another face photo
     #: (jobs.job.again); jobs.job.submit lists the folder and keeps only these.

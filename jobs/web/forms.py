@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
 from jobs import ratelimit
-from jobs.models import Template
+from jobs.models import Team, Template
 
 #: which faces of the photos and videos are replaced, as the New job page asks (worker/choices.py:
 #: FACE_SELECTORS; the admin's words for the same choice are in jobs.models.template)
@@ -99,9 +99,19 @@ class NewJobForm(forms.Form):
                                                                  "spellcheck": "false",
                                                                  "placeholder": "https://"}))
 
+    # Offered only to a member of several teams (jobs.models.team); start_job checks it again.
+    team = forms.ModelChoiceField(label=_("For which team"), queryset=Team.objects.none(), required=False,
+                                  empty_label=None,
+                                  help_text=_("The team whose share of the cluster this job uses, and whose "
+                                              "usage it counts in."))
+
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["template"].queryset = Template.objects.usable_by(user).select_related("cluster")
+        self.fields["team"].queryset = teams = Team.objects.of(user)
+        default = teams.default_for(user)
+        self.fields["team"].initial = default.pk if default else None
+        self.several_teams = teams.count() > 1
 
 
 class RateLimitedAuthenticationForm(AuthenticationForm):

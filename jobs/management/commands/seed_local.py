@@ -14,12 +14,12 @@ import os
 import secrets
 from pathlib import Path
 
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.models import ClusterProfile, Template
+from jobs.models import ClusterProfile, Team, Template
 
 
 def env(name: str, default: str) -> str:
@@ -157,5 +157,12 @@ class Command(BaseCommand):
             self.stdout.write(f"demo account: {user.username} / {password}")
         else:
             self.stdout.write(f"demo account: {user.username} (password unchanged)")
+        # Two teams, each its own Slurm account (made on a cluster before its first job there); the
+        # demo user is in both, so New job asks which team a job is for.
+        for group_name, account in (("VFX", "vfx"), ("Post", "post")):
+            group, _new = Group.objects.get_or_create(name=group_name)
+            Team.objects.get_or_create(group=group, defaults={"slurm_account": account})
+            user.groups.add(group)
+        self.stdout.write("teams: VFX (Slurm account vfx), Post (post); the demo account is in both")
         self.stdout.write(f"cluster profile 'local': {profile.username}@{profile.host}:{profile.port}, "
                           f"sample folder {env('FFP_SAMPLE_FACES', storage + '/samples/faces')}")

@@ -59,7 +59,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
                         target_folder=data["target_folder"].strip(), name=data["name"],
                         face_selector=data["face_selector"] or None, consent=data["consent"],
                         booking=request.POST.get("booking", "").strip() or None,
-                        mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")), picked=picked, request=request))
+                        mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")), picked=picked,
+                        team=data["team"], request=request))
                 job = start_job(user=request.user, template=data["template"], sources=data["source"],
                                 target_folder=data["target_folder"].strip(), target_files=data["targets"],
                                 consent=data["consent"], name=data["name"], request=request,
@@ -67,7 +68,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
                                 face_selector=data["face_selector"] or None, reference=data["reference"],
                                 reference_uploads=data["reference_uploads"], callback_url=data["callback_url"],
                                 booking=request.POST.get("booking", "").strip() or None,
-                                mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")), picked=picked)
+                                mixed_faces_ok=bool(request.POST.get("mixed_faces_ok")), picked=picked,
+                                team=data["team"])
             except StartError as exc:
                 if not preview:
                     sent = _kept(request, data)  # before add_error, which takes fields out of cleaned_data
