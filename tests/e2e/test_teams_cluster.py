@@ -57,4 +57,4 @@ def forget(site, user: str, account: str) -> None:
 def test_both_clusters_weigh_teams_by_fair_share_within_a_qos(conf):
     """Fair share between accounts counts more than a job's age, less than its QOS (deploy/slurm/slurm.conf.in)."""
     c = config(conf)
-    assert int(c["PriorityWeightQOS"]) > int(c["PriorityWeightFairshare"]) > int(c["PriorityWeightAge"])
+    assert int(c["PriorityWeightQOS"]) > int(c["PriorityWeightFairShare"]) > int(c["PriorityWeightAge"])
