@@ -242,3 +242,9 @@ def test_seed_local_gives_every_template_and_cluster_chinese_words_in_plain_lang
             assert word not in t.description, (t.slug, word)
     assert all(chinese.search(p.name_zh) for p in ClusterProfile.objects.all())
     assert ClusterProfile.objects.get(slug="local").name_zh == "本地集群"
+    # two teams, each its own Slurm account, and the demo user in both: New job asks which (docs/teams.md)
+    from django.contrib.auth.models import User
+
+    from jobs.models import Team
+    demo = User.objects.get(username="demo")
+    assert sorted((t.name, t.slurm_account) for t in Team.objects.of(demo)) == [("Post", "post"), ("VFX", "vfx")]
