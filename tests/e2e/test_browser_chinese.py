@@ -57,7 +57,9 @@ def test_a_chinese_reader_meets_no_english_from_new_job_to_results(local, folder
     session = Client()
     session.force_login(demo)
     cookie = session.cookies[settings.SESSION_COOKIE_NAME].value
+    # names: the user's, the files', the admin's template and team names (docs/teams.md)
     names = [demo.email, "demo", "beach.jpg", "portrait.png", "Tom_Hanks_54745.png", str(folder),
+             *demo.groups.values_list("name", flat=True),
              *Template.objects.values_list("name", flat=True), *Template.objects.values_list("description", flat=True)]
     seen: dict[str, list[str]] = {}
 
