@@ -8,6 +8,7 @@ Start; without a choice, the team of their last job, else the first by name (`Te
 """
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -15,6 +16,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from cluster.slurm.accounts import ACCOUNT_MAX, checked_account
+from jobs.models.cluster_profile import _check_roots
 
 
 def validate_account(value: str) -> None:
@@ -32,6 +34,12 @@ class TeamQuerySet(models.QuerySet):
             return self.none()
         return self.filter(group__user=user).select_related("group").order_by("group__name")
 
+    def led_by(self, user):
+        """The teams `user` leads, by name."""
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(leads=user).select_related("group").order_by("group__name")
+
     def default_for(self, user):
         """The team a Start without a choice uses: that of the user's last job still theirs, else the first."""
         mine = self.of(user)
@@ -48,6 +56,18 @@ class Team(models.Model):
         _("Slurm account"), max_length=ACCOUNT_MAX, unique=True, validators=[validate_account],
         help_text=_("The account the team's jobs are charged to on every cluster. The portal creates it there "
                     "before the team's first job. Lower case, e.g. vfx."))
+    target_roots = models.JSONField(
+        _("team folders"), default=list, blank=True, validators=[_check_roots],
+        help_text=_("Cluster folders only this team's members may pick targets from, e.g. [\"/data/vfx\"], on "
+                    "every cluster, besides the cluster's own allowed folders. Other teams' members are refused "
+                    "here, even where the folder lies inside a cluster's allowed folder."))
+    leads = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="teams_led", verbose_name=_("team leads"),
+        help_text=_("They look after the team: its jobs, its members' usage and quotas, its bookings and the "
+                    "templates it sees. A lead needs no staff rights."))
+    templates = models.ManyToManyField(
+        "jobs.Template", blank=True, related_name="teams", verbose_name=_("templates the team sees"),
+        help_text=_("Only these templates are offered to the team's jobs. None chosen: every active template."))
     #: {cluster profile slug: when the account was found or made there}: asked of the cluster once
     accounts_made = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
