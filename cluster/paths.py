@@ -8,11 +8,18 @@ these functions RETURN, never the one that came in.
 round trip, however many files): a file that is a link leading out of the roots (to a system file,
 to another user's upload in the work root) comes back `refused`, never as a usable path. The
 command is built by `list_folder_argv` and its answer read by `parse_folder_listing`, both pure.
+
+Each function also takes `refused`: folders inside the roots that may NOT be used (another team's
+folders, jobs.clusters.team_roots). A path is allowed when the deepest folder holding it, of the
+roots and the refused ones, is a root (`allows`): /srv/storage allows /srv/storage/x, refuses
+/srv/storage/teams/post/x when /srv/storage/teams/post is refused, and allows it again below a root
+lying deeper still. A refused path is refused in the same words as one outside the roots.
 """
 from __future__ import annotations
 
 import dataclasses
 import posixpath
+from collections.abc import Iterable, Sequence
 from typing import Literal, Protocol
 
 from .errors import ClusterError, PathNotAllowed, RemoteFileError
@@ -58,31 +65,45 @@ def is_inside(path: str, root: str) -> bool:
     return root == "/" or path == root or path.startswith(root + "/")
 
 
-def check_in_roots(path: str, roots: list[str]) -> str:
-    """The normalized `path` if it lies inside one of `roots` (a root itself counts); else PathNotAllowed."""
+def allows(path: str, roots: Iterable[str], refused: Iterable[str] = ()) -> bool:
+    """Whether the normalized `path` may be used: it lies inside one of the normalized `roots`, and
+    no `refused` folder holding it lies deeper than the deepest of those roots (one as deep, the
+    same folder named twice, does not refuse it). Pure and lexical."""
+    deepest = max((len(root) for root in roots if is_inside(path, root)), default=0)
+    return deepest > 0 and not any(len(no) > deepest for no in refused if is_inside(path, no))
+
+
+def check_in_roots(path: str, roots: list[str], refused: Sequence[str] = ()) -> str:
+    """The normalized `path` if it lies inside one of `roots` (a root itself counts) and not inside
+    one of `refused` (see `allows`); else PathNotAllowed, in the same words either way."""
     normal = normal_path(path)
     clean_roots = [normal_path(root, "allowed root") for root in roots]
-    if not any(is_inside(normal, root) for root in clean_roots):
+    clean_refused = [normal_path(no, "refused folder") for no in refused]
+    if not allows(normal, clean_roots, clean_refused):
         raise PathNotAllowed(f"{normal} is outside the folders this cluster profile allows")
     return normal
 
 
-def resolve_remote_in_roots(runner: _Resolver, path: str, roots: list[str]) -> str:
+def resolve_remote_in_roots(runner: _Resolver, path: str, roots: list[str], refused: Sequence[str] = ()) -> str:
     """Like `check_in_roots`, then resolve symlinks on the cluster and check again.
 
-    Returns the resolved path. Roots are resolved too, so a root that is itself a symlink (e.g.
-    /storage -> /mnt/nfs/storage) still admits paths under its target. Errors from the runner (a
-    path that does not exist: RemoteFileError) propagate.
+    Returns the resolved path. Roots (and refused folders) are resolved too, so a root that is
+    itself a symlink (e.g. /storage -> /mnt/nfs/storage) still admits paths under its target. Errors
+    from the runner (a path that does not exist: RemoteFileError) propagate.
     """
-    normal = check_in_roots(path, roots)
+    normal = check_in_roots(path, roots, refused)
     real = normal_path(runner.realpath(normal), "resolved path")
-    candidates = [normal_path(root, "allowed root") for root in roots]
-    for root in list(candidates):
-        try:
-            candidates.append(normal_path(runner.realpath(root), "resolved root"))
-        except RemoteFileError:  # a root that does not exist (yet) admits nothing extra
-            continue
-    if not any(is_inside(real, root) for root in candidates):
+
+    def both_forms(folders: Sequence[str], what: str) -> list[str]:
+        out = [normal_path(folder, what) for folder in folders]
+        for folder in list(out):
+            try:
+                out.append(normal_path(runner.realpath(folder), what))
+            except RemoteFileError:  # a folder that does not exist (yet) adds nothing
+                continue
+        return out
+
+    if not allows(real, both_forms(roots, "allowed root"), both_forms(refused, "refused folder")):
         raise PathNotAllowed(f"{normal} leads to {real} (through a symbolic link), which is outside "
                              f"the folders this cluster profile allows")
     return real
@@ -164,7 +185,8 @@ _ERRNO_WORDS = {2: "no such file or folder", 20: "not a folder", 13: "permission
 
 def list_folder_argv(folder: str, roots: list[str]) -> list[str]:
     """The command listing `folder` (absolute, checked by `check_in_roots`) with its entries and
-    `roots` resolved on the cluster; its answer is read by `parse_folder_listing`."""
+    `roots` (the allowed roots, then any refused folders) resolved on the cluster; its answer is
+    read by `parse_folder_listing`."""
     return ["sh", "-c", _LIST_FOLDER, "sh", _RESOLVE_LINKS, folder, *roots]
 
 
@@ -210,17 +232,21 @@ def parse_folder_listing(stdout: str, n_roots: int) -> tuple[list[str], str, lis
     return roots, folder, entries, resolved
 
 
-def list_folder_in_roots(runner: CommandRunner, path: str, roots: list[str], timeout: float = 120) -> FolderListing:
-    """The entries of the folder `path`, each resolved on the cluster and checked against `roots`.
+def list_folder_in_roots(runner: CommandRunner, path: str, roots: list[str], timeout: float = 120,
+                         refused: Sequence[str] = ()) -> FolderListing:
+    """The entries of the folder `path`, each resolved on the cluster and checked against `roots`
+    and `refused` (folders inside the roots that may not be used: `allows`).
 
-    One command, whatever the number of entries. The folder itself must resolve inside a root
-    (PathNotAllowed otherwise, as from `resolve_remote_in_roots`); an entry that is a link leading
-    out of the roots is returned with `refused="link_outside"`, its link path and no target. A
-    missing or unreadable folder raises RemoteFileError.
+    One command, whatever the number of entries. The folder itself must resolve inside a root and
+    outside the refused folders (PathNotAllowed otherwise, as from `resolve_remote_in_roots`); an
+    entry that is a link leading out of the roots, or into a refused folder, is returned with
+    `refused="link_outside"`, its link path and no target; a refused folder itself (a sub-folder
+    that is another team's) is left out. A missing or unreadable folder raises RemoteFileError.
     """
-    normal = check_in_roots(path, roots)
+    normal = check_in_roots(path, roots, refused)
     clean_roots = [normal_path(root, "allowed root") for root in roots]
-    res = runner.run(list_folder_argv(normal, clean_roots), timeout=timeout)
+    clean_refused = [normal_path(no, "refused folder") for no in refused]
+    res = runner.run(list_folder_argv(normal, clean_roots + clean_refused), timeout=timeout)
     if res.rc in _EXIT_ERRNO:
         errno = _EXIT_ERRNO[res.rc]
         raise RemoteFileError(f"cannot list {normal} on the cluster: {_ERRNO_WORDS[errno]}", normal, errno)
@@ -228,9 +254,11 @@ def list_folder_in_roots(runner: CommandRunner, path: str, roots: list[str], tim
         last = res.stderr.strip().splitlines()[-1:] or [f"exit status {res.rc}"]
         raise ClusterError(f"cannot list {normal} on the cluster: {last[0]}")
     # find's own exit status is not checked: it is 1 after a link loop, whose entry it leaves out.
-    real_roots, real, raw, resolved = parse_folder_listing(res.stdout, len(clean_roots))
+    real_all, real, raw, resolved = parse_folder_listing(res.stdout, len(clean_roots) + len(clean_refused))
+    real_roots, real_refused = real_all[:len(clean_roots)], real_all[len(clean_roots):]
     candidates = clean_roots + [r for r in real_roots if r.startswith("/")]
-    if not real.startswith("/") or not any(is_inside(real, root) for root in candidates):
+    refusing = clean_refused + [r for r in real_refused if r.startswith("/")]
+    if not real.startswith("/") or not allows(real, candidates, refusing):
         raise PathNotAllowed(f"{normal} leads to {real} (through a symbolic link), which is outside "
                              f"the folders this cluster profile allows")
     entries = []
@@ -238,12 +266,13 @@ def list_folder_in_roots(runner: CommandRunner, path: str, roots: list[str], tim
         here = posixpath.join(real, e.name)
         kind = "file" if e.type == "f" else "dir" if e.type == "d" else "other"
         if e.kind == "p":
-            entries.append(FolderEntry(e.name, here, kind, e.size, e.mtime))
+            if allows(here, candidates, refusing):  # else: a refused folder itself, never shown
+                entries.append(FolderEntry(e.name, here, kind, e.size, e.mtime))
             continue
         target = resolved.get(e.name)
         if target is None:  # could not be resolved: offered as nothing
             entries.append(FolderEntry(e.name, here, "other", e.size, e.mtime, link=True))
-        elif not any(is_inside(target, root) for root in candidates):
+        elif not allows(target, candidates, refusing):
             entries.append(FolderEntry(e.name, here, kind, e.size, e.mtime, link=True, refused="link_outside"))
         else:
             entries.append(FolderEntry(e.name, target, kind, e.size, e.mtime, link=True))

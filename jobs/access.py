@@ -13,13 +13,18 @@ its face photos and results (source photos, the reference face, inputs, outputs,
 need `jobs.see_faces` on top (`may_see_faces`), and every such file opened there is audited
 (`jobs/admin/faces.py`).
 
-Teams (work shared within a group) will widen `owned_by`, and only it.
+Team leads (jobs.models.Team.leads, a role per team, never the staff flag) see and manage their
+team's JOBS on top (`led_by`): open them, their files and zips, follow them live, cancel, retry and
+run them again. Everything else stays the owner's alone: deleting a job's files, replacing a
+target's file, the job lists (a lead finds the team's jobs on the team page), bookings other than
+approving them, uploads and webhook deliveries. A lead acting on a job not theirs is audited as
+such (jobs.audit: the job's "owner" and "team" in the entry's details).
 """
 from __future__ import annotations
 
 from django.db.models import Q
 
-__all__ = ["SEE_FACES", "owned_by", "may_see_faces"]
+__all__ = ["SEE_FACES", "led_by", "owned_by", "may_see_faces"]
 
 #: the permission to open other people's face photos and results in the admin (Job.Meta.permissions);
 #: not named view_*, so that granting "every view permission" never grants it by the way
@@ -35,6 +40,14 @@ def owned_by(user, owner_field: str = "owner") -> Q:
     if user is None or not user.is_authenticated:
         return Q(pk__in=[])
     return Q(**{owner_field: user.pk})
+
+
+def led_by(user, team_field: str = "team") -> Q:
+    """The rows of the teams `user` leads (`team_field` leads to a Team); nothing for anyone else.
+    One lead row per team and user, so the join never repeats a row."""
+    if user is None or not user.is_authenticated:
+        return Q(pk__in=[])
+    return Q(**{f"{team_field}__leads": user.pk})
 
 
 def may_see_faces(user) -> bool:

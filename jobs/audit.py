@@ -70,6 +70,8 @@ ACTION_WORDS = {
     "booking.reservation_deleted": _("The cluster freed the GPUs of a booking"),
     "booking.jobs_moved_out": _("Jobs waiting in a GPU booking were moved to the open queue"),
     "webhook.send_again": _("Sent a webhook call again"),
+    "team.member_quota": _("A team lead set a member's limits"),
+    "team.templates": _("A team lead chose the templates the team sees"),
     "webhook_secret.create": _("Created a webhook secret"),
     "webhook_secret.rotate": _("Replaced the webhook secret"),
 }
@@ -111,6 +113,7 @@ def record(actor, action: str, target: Any = None, details: dict | None = None, 
     try:
         user = actor if getattr(actor, "is_authenticated", False) else None
         name = user.get_username() if user is not None else ""
+        details = _for_whom(user, target, details)
         target_type, target_id, target_repr = target_fields(target)
         with transaction.atomic():
             return AuditEntry.objects.create(
@@ -121,6 +124,16 @@ def record(actor, action: str, target: Any = None, details: dict | None = None, 
     except Exception:
         log.exception("audit: could not record %s by %s", action, getattr(actor, "pk", None))
         return None
+
+
+def _for_whom(user, target: Any, details: dict | None) -> dict | None:
+    """A team lead acting on a member's job (jobs.access) is recorded as acting FOR that member, in
+    that team: `{"owner": <owner>, "team": <account>}` joins the details (an admin acting in the
+    admin likewise)."""
+    owner_id = getattr(target, "owner_id", None)
+    if user is None or owner_id is None or owner_id == user.pk or not hasattr(target, "slurm_account"):
+        return details
+    return {**(details or {}), "owner": target.owner.get_username(), "team": target.slurm_account}
 
 
 def with_log_ids(details: dict | None, request=None) -> dict:

@@ -53,7 +53,7 @@ MAX_PAGE_ROWS = 1000
 
 def with_details(jobs: QuerySet) -> QuerySet:
     """The prefetch `job_detail` reads besides its two bounded lists."""
-    return jobs.prefetch_related("attempts")
+    return jobs.select_related("owner").prefetch_related("attempts")
 
 
 def task_page(job: Job, after: int = -1, limit: int = DETAIL_ROWS) -> tuple[list[dict], int | None]:
@@ -87,14 +87,16 @@ def _iso(dt) -> str | None:
 
 
 def job_summary(job: Job, request=None) -> dict:
-    """`{"id", "name", "status", "template", "team", "slurm_job_id", "progress", "error"}`: the list's
-    items. `team`: the Slurm account of the team it runs for ("" when none)."""
+    """`{"id", "name", "status", "template", "team", "owner", "slurm_job_id", "progress", "error"}`: the
+    list's items. `team`: the Slurm account of the team it runs for ("" when none); `owner`: whose job
+    it is (a team lead sees their team's jobs too)."""
     return {
         "id": str(job.id),
         "name": job.name,
         "status": job.status,
         "template": job.snapshot.slug,
         "team": job.slurm_account,
+        "owner": job.owner.get_username(),
         "slurm_job_id": job.slurm_job_id,
         "progress": {"total": job.total, "done": job.done, "failed": job.failed, "needs_look": job.needs_look},
         "error": job.error,

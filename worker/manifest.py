@@ -13,6 +13,7 @@ A manifest is a JSON file written by the portal next to the job's inputs:
                  "reference_face": null, "reference_distance": null,
                  "max_pixels": 50000000, "video_progress_every": 25},
       "target_roots": ["/storage/shared"],        # version 2 only, optional (see below)
+      "refused_roots": ["/storage/shared/teams/post"],  # version 2 only, optional (see below)
       "watermark": "Made with AI",                # version 2 only, optional: visible text in a corner
       "models": {"set": "...", "folder": "/abs/models", "files": [{"name": ..., "sha256": ...}]}
       "safety": {"plugin": "nudenet", "refuse": [...], "min_score": 0.5}
@@ -39,6 +40,13 @@ run as usual. Targets the portal staged into the job's own `targets/` folder (up
 `worker.layout`) are always admitted. Without `target_roots` a target must still lead where its
 path says: one that is a symbolic link, or lies behind one, is refused (the portal hands over
 resolved paths only).
+
+`refused_roots` (absolute folders: other teams' folders, which may lie inside a target root): a
+target that really lies inside one of them is refused in the same words as one outside the roots,
+unless it lies inside a target root deeper still (a team's folder inside another's). A link in a
+shared folder leading into another team's folder is caught here, on the node. Written only when
+there are some (then the manifest is version 2, and an older worker, which would not check them,
+refuses the job); a manifest without them is read and run exactly as before.
 
 This module imports no numpy, OpenCV or onnxruntime: the portal imports it.
 """
@@ -118,6 +126,8 @@ class Manifest:
     engine: EngineOptions = field(default_factory=EngineOptions)
     #: the folders every target must really lie in (None: not checked; see the module docstring)
     target_roots: tuple[str, ...] | None = None
+    #: folders no target may really lie in, even inside `target_roots`: other teams' (empty: none)
+    refused_roots: tuple[str, ...] = ()
     #: text drawn small in a corner of every output ("": none; `worker.provenance.draw_watermark`)
     watermark: str = ""
     #: the model set the template is pinned to (None: the node's models folder, any verified file)
@@ -130,8 +140,8 @@ class Manifest:
     @property
     def version(self) -> int:
         """The version this manifest is written as: 2 only when it needs to be (it has target roots,
-        a watermark or a model pin)."""
-        return 2 if (self.target_roots is not None or self.watermark or self.models is not None
+        refused roots, a watermark or a model pin)."""
+        return 2 if (self.target_roots is not None or self.refused_roots or self.watermark or self.models is not None
                      or self.safety is not None or not self.self_check) else 1
 
     # -- derived paths -------------------------------------------------------------------------
@@ -172,6 +182,8 @@ class Manifest:
         }
         if self.target_roots is not None:
             data["target_roots"] = list(self.target_roots)
+        if self.refused_roots:
+            data["refused_roots"] = list(self.refused_roots)
         if self.watermark:
             data["watermark"] = self.watermark
         if self.models is not None:
@@ -203,7 +215,7 @@ class Manifest:
             )
         known_fields = {"version", "job", "sources", "targets", "chunks", "output_dir", "engine"}
         if version >= 2:
-            known_fields |= {"target_roots", "watermark", "models", "safety", "self_check"}
+            known_fields |= {"target_roots", "refused_roots", "watermark", "models", "safety", "self_check"}
         unknown = set(data) - known_fields
         if unknown:
             raise ManifestError(f"unknown manifest field(s) for version {version}: {', '.join(sorted(unknown))}")
@@ -271,7 +283,8 @@ class Manifest:
             chunks=tuple(chunks),
             output_dir=resolve(data.get("output_dir"), "output_dir"),
             engine=engine,
-            target_roots=_target_roots(data["target_roots"]) if "target_roots" in data else None,
+            target_roots=_folders(data["target_roots"], "target_roots") if "target_roots" in data else None,
+            refused_roots=_folders(data.get("refused_roots", []), "refused_roots"),
             watermark=_watermark(data.get("watermark", "")),
             models=ModelPin.from_dict(data["models"]) if data.get("models") is not None else None,
             safety=SafetySpec.from_dict(data["safety"]) if data.get("safety") is not None else None,
@@ -294,13 +307,14 @@ class Manifest:
         return cls.from_dict(data, base_dir=path.resolve().parent)
 
 
-def _target_roots(raw: Any) -> tuple[str, ...]:
-    """`target_roots` as read: absolute folder paths. An empty list admits no folder at all."""
+def _folders(raw: Any, name: str) -> tuple[str, ...]:
+    """`target_roots` or `refused_roots` as read: absolute folder paths. An empty `target_roots`
+    admits no folder at all; an empty `refused_roots` refuses none."""
     if not isinstance(raw, list):
-        raise ManifestError("'target_roots' must be a list of absolute folder paths")
+        raise ManifestError(f"'{name}' must be a list of absolute folder paths")
     for i, root in enumerate(raw):
         if not isinstance(root, str) or not root.startswith("/") or "\x00" in root:
-            raise ManifestError(f"target_roots[{i}] must be an absolute folder path")
+            raise ManifestError(f"{name}[{i}] must be an absolute folder path")
     return tuple(raw)
 
 

@@ -3,7 +3,8 @@
 The environment and the manifest are read once (in `TaskConfig.from_env`), then passed down.
 One bad target never stops the rest of the chunk; the exit code says whether all succeeded.
 Every target is opened through `worker.targetfile` right before it is processed: one that leads
-outside the manifest's `target_roots` is refused ("skipped: ...", status failed), never read.
+outside the manifest's `target_roots`, or inside its `refused_roots` (another team's folder), is
+refused ("skipped: ...", status failed), never read.
 """
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def run_task(cfg: TaskConfig) -> int:
              cfg.task_index, len(chunk), engine.name, engine.device,
              f" x {len(swappers)} GPUs, one pipeline each" if len(swappers) > 1 else "", progress.model_load_seconds)
 
-    allowed = allowed_folders(m.target_roots, cfg.job_folder)
+    allowed = allowed_folders(m.target_roots, cfg.job_folder, m.refused_roots)
     failed: list[int] = []
     stop = threading.Event()
 

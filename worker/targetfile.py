@@ -9,7 +9,9 @@ moment, and then reads only what it checked:
    followed) and must lie inside one of them. Without them, the path must lead where it says: a
    target that is itself a link, or that lies behind a folder that is a link, is refused (the
    portal never hands over such a path). Either way, the job's own `targets/` folder (uploads the
-   portal staged) is admitted.
+   portal staged) is admitted. With the manifest's `refused_roots` (other teams' folders), a
+   target that really lies inside one of them is refused in the same words as one outside, unless
+   a target root holding it lies deeper still (a team's folder inside another team's).
 2. The file is opened without following a link in its last part, and must be an ordinary file (a
    named pipe would hang the task, a device has no end). The path of what was opened is checked
    again (Linux: /proc/self/fd), so a swap between the check and the open is caught as well.
@@ -61,11 +63,14 @@ class Allowed:
 
     roots: tuple[str, ...] | None  # the manifest's target roots, as written and resolved; None: none given
     uploads: tuple[str, ...] = ()  # the job's own targets/ folder, as written and resolved
+    refused: tuple[str, ...] = ()  # the manifest's refused roots (other teams' folders), as written and resolved
 
 
-def allowed_folders(target_roots: Sequence[str] | None, job_folder: str | None = None) -> Allowed:
+def allowed_folders(target_roots: Sequence[str] | None, job_folder: str | None = None,
+                    refused_roots: Sequence[str] = ()) -> Allowed:
     """Where a task's targets may lie: `target_roots` (None: the manifest has none) and the job's own
-    `targets/` folder under `job_folder`, each taken as written and as resolved on this node."""
+    `targets/` folder under `job_folder`, but not in `refused_roots` (the manifest's: other teams'
+    folders), each taken as written and as resolved on this node."""
     def both_forms(folders: Sequence[str]) -> tuple[str, ...]:
         out: list[str] = []
         for folder in folders:
@@ -75,11 +80,22 @@ def allowed_folders(target_roots: Sequence[str] | None, job_folder: str | None =
         return tuple(out)
 
     return Allowed(roots=None if target_roots is None else both_forms(target_roots),
-                   uploads=both_forms([JobFolder(job_folder).targets]) if job_folder else ())
+                   uploads=both_forms([JobFolder(job_folder).targets]) if job_folder else (),
+                   refused=both_forms(refused_roots))
+
+
+def _holding(path: str, folders: Sequence[str]) -> list[str]:
+    return [root for root in folders if root == "/" or path == root or path.startswith(root.rstrip("/") + "/")]
 
 
 def _inside(path: str, folders: Sequence[str]) -> bool:
-    return any(root == "/" or path == root or path.startswith(root.rstrip("/") + "/") for root in folders)
+    return bool(_holding(path, folders))
+
+
+def _refused_inside(path: str, allowed: Allowed) -> bool:
+    """Whether `path` lies in a refused root deeper than every target root holding it."""
+    deepest = max(map(len, _holding(path, allowed.roots or ())), default=0)
+    return any(len(no) > deepest for no in _holding(path, allowed.refused))
 
 
 def _refusal(real: str, written: str, is_link: bool, allowed: Allowed) -> str | None:
@@ -87,7 +103,10 @@ def _refusal(real: str, written: str, is_link: bool, allowed: Allowed) -> str | 
     if _inside(real, allowed.uploads):
         return None
     if allowed.roots is not None:
-        return None if _inside(real, allowed.roots) else LINK_OUTSIDE if is_link else OUTSIDE
+        ok = _inside(real, allowed.roots) and not _refused_inside(real, allowed)
+        return None if ok else LINK_OUTSIDE if is_link else OUTSIDE
+    if _refused_inside(real, allowed):  # another team's folder: as outside
+        return LINK_OUTSIDE if is_link else OUTSIDE
     if is_link:
         return LINK_UNCHECKED
     return None if real == written else BEHIND_A_LINK

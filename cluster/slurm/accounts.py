@@ -57,6 +57,8 @@ def checked_account(name: str) -> str:
     validate_slurm_name("account", name)
     if name != name.lower() or len(name) > ACCOUNT_MAX:
         raise ValueError(f"account {name!r} must be lower case and at most {ACCOUNT_MAX} characters")
+    if not name.strip("."):  # it names the team's folder of job folders too (<work root>/teams/<account>)
+        raise ValueError(f"account {name!r} must not be dots only")
     return name
 
 

@@ -3,31 +3,38 @@ month, with a chart and CSV), users' email preferences, and the log of emails se
 
 Registered by the import in jobs/admin/__init__.py. The report lives under the usage records'
 admin (`admin:jobs_usagerecord_report`, linked from its list): the admin site's own login and
-staff check guard it, and the staff member also needs the "view usage record" permission.
+staff check guard it, and the staff member also needs the "view usage record" permission. Its
+"By team" table is Slurm's own accounting (jobs.usage.team_usage); reading it again needs "change
+team usage".
 """
 from __future__ import annotations
 
 import csv
 from collections import defaultdict
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import formats, timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_POST
 
 from jobs.admin.base import AuditedAdmin
+from jobs.background import enqueue
 from jobs.models import EmailNotice, NotificationPreference, UsageRecord
 from jobs.usage.accounting import last_months, usage_by, usage_rows
+from jobs.usage.team_usage import report_rows
 from jobs.web.views.usage import bar_chart
 
 #: report periods an admin can pick, in months; the first is the default
 REPORT_MONTHS = (12, 3, 6, 24)
+#: "Read again from the clusters" asks the clusters over SSH: an explicit permission, not the staff flag
+READ_AGAIN_PERMISSION = "jobs.change_teamusage"
 
 
 @admin.register(UsageRecord)
@@ -65,6 +72,7 @@ class UsageRecordAdmin(AuditedAdmin):  # deleting a record is a refund: audited
         return [
             path("report/", view(self.report_view), name="jobs_usagerecord_report"),
             path("report.csv", view(self.report_csv_view), name="jobs_usagerecord_report_csv"),
+            path("report/read-again/", view(require_POST(self.read_again_view)), name="jobs_usagerecord_read_again"),
             *super().get_urls(),
         ]
 
@@ -88,9 +96,11 @@ class UsageRecordAdmin(AuditedAdmin):  # deleting a record is a refund: audited
         periods = last_months(months, now)
         totals = usage_by(group=group, months=months, now=now)
         by_user, by_group = report_tables(usage_rows(months, now, group=group), periods, only_group=group)
-        for row in (*by_user, *by_group):
+        by_team = report_rows(periods, group=group)
+        for row in (*by_user, *by_group, *by_team):
             row["total_text"] = hours_text(row["total"])
-            row["cells"] = [(h, hours_text(h)) for h in row["hours"]]
+            # None: never read from that cluster for that month, which is not the same as none used
+            row["cells"] = [(h, "–" if h is None else hours_text(h)) for h in row["hours"]]
         context = {
             **self.admin_site.each_context(request),
             "title": _("Usage report"),
@@ -101,13 +111,30 @@ class UsageRecordAdmin(AuditedAdmin):  # deleting a record is a refund: audited
             "chart": bar_chart(totals, current=periods[-1]),
             "by_user": by_user,
             "by_group": by_group,
+            "by_team": by_team,
+            "can_read_again": request.user.has_perm(READ_AGAIN_PERMISSION),
             "months": months,
+            "now": now,  # "read 3 hours ago" counts from the portal's now
             "month_choices": sorted(REPORT_MONTHS),
             "group": group,
             "groups": Group.objects.order_by("name"),
             "query": request.GET.urlencode(),
         }
         return TemplateResponse(request, "admin/jobs/usagerecord/report.html", context)
+
+    def read_again_view(self, request: HttpRequest) -> HttpResponseRedirect:
+        """"Read again from the clusters": queued, since a cluster that does not answer may take a
+        minute to time out; the report shows the new figures once read."""
+        if not self.has_view_permission(request) or not request.user.has_perm(READ_AGAIN_PERMISSION):
+            raise PermissionDenied
+        try:
+            enqueue.enqueue_team_usage_read()
+            messages.success(request, _("Reading usage by team again from the clusters. Reload this page in a "
+                                        "minute to see the new figures."))
+        except Exception:  # noqa: BLE001 - Redis down: say so, the report itself still works
+            messages.error(request, _("The portal could not start reading the clusters now. Try again in a few "
+                                      "minutes; the figures read every 10 minutes stay."))
+        return HttpResponseRedirect(reverse("admin:jobs_usagerecord_report") + "#by-team")
 
     def report_csv_view(self, request: HttpRequest) -> HttpResponse:
         """One row per user and month: month, user, email, groups, jobs, GPU-hours, CPU-hours."""

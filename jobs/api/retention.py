@@ -22,7 +22,7 @@ from jobs.results.retention import delete_job_files, files_gone_message
 def job_or_delete(request, job_id):
     if request.method != "DELETE":
         return api.job(request, job_id)
-    found = Job.objects.visible_to(request.user).filter(pk=job_id).first()
+    found = Job.objects.owned(request.user).filter(pk=job_id).first()
     if found is None:
         return error(_("No such job."), 404)
     gone = files_gone_message(found)

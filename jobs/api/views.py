@@ -131,8 +131,14 @@ def _upload_ids(data, name: str) -> list[str]:
 
 
 def _list_jobs(request) -> JsonResponse:
-    """`{"count", "next", "previous", "results": [job summary ...]}`; `?status=a,b`, `?limit=`, `?offset=`."""
-    qs = Job.objects.visible_to(request.user).order_by("-created_at", "-pk")
+    """`{"count", "next", "previous", "results": [job summary ...]}`; `?status=a,b`, `?limit=`, `?offset=`;
+    `?team=<account>`: a team lead's list of that team's jobs (everyone's; a team not led: an empty list)."""
+    team = request.GET.get("team", "").strip()
+    if team:
+        qs = Job.objects.visible_to(request.user).filter(team__slurm_account=team, team__leads=request.user)
+    else:
+        qs = Job.objects.owned(request.user)
+    qs = qs.select_related("owner").order_by("-created_at", "-pk")
     status = request.GET.get("status", "").strip()
     if status:
         wanted = [s.strip() for s in status.split(",") if s.strip()]

@@ -201,3 +201,14 @@ def enqueue_expiry(job_id) -> bool:
 
 def enqueue_cluster_cleanup(job_id) -> bool:
     return _enqueue_retention("delete_on_cluster", job_id, f"retention-cluster-{job_id}", RETENTION_TIMEOUT)
+
+
+#: usage by team: two sacct calls per cluster, every cluster one after another
+TEAM_USAGE_TIMEOUT = 600
+
+
+def enqueue_team_usage_read() -> None:
+    """Read every cluster's usage by team again (jobs.usage.team_usage.read_again). Its fixed id
+    collapses a second click while the first read is still queued."""
+    queue().enqueue("jobs.usage.team_usage.read_again", job_id="team-usage-read", job_timeout=TEAM_USAGE_TIMEOUT,
+                    result_ttl=60, failure_ttl=FAILURE_TTL)

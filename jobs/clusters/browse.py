@@ -1,4 +1,5 @@
-"""The folder browser: what a user may see of the cluster's storage (allowed roots only)."""
+"""The folder browser: what a user may see of the cluster's storage (allowed roots only: the
+profile's and those of the user's teams; never another team's folder, jobs.clusters.team_roots)."""
 from __future__ import annotations
 
 import posixpath
@@ -7,6 +8,7 @@ from django.utils.translation import gettext as _
 
 import cluster
 from cluster import ClusterError, PathNotAllowed, list_folder_in_roots
+from jobs.clusters import team_roots
 from jobs.errors import BrowseError
 from jobs.models import ClusterProfile, Template
 
@@ -17,11 +19,13 @@ def profiles_for(user) -> list[ClusterProfile]:
 
 
 def browse(user, path: str = "", profile: ClusterProfile | None = None) -> dict:
-    """`{"path", "entries": [{"name", "path", "type", "size"}]}`; no path: the allowed roots.
+    """`{"path", "entries": [{"name", "path", "type", "size"}]}`; no path: the allowed roots (the
+    profile's, then the user's team folders).
 
     The path is checked against the roots before AND after the cluster resolves symlinks, so a
     link pointing out of a root is refused like `..`. So is every entry, in the same one command:
-    a file or folder that is a link leading out of the roots is not offered at all.
+    a file or folder that is a link leading out of the roots is not offered at all. Another team's
+    folder is refused like a folder outside, and never listed where it lies inside a root.
     """
     profiles = profiles_for(user)
     if profile is None:
@@ -30,12 +34,12 @@ def browse(user, path: str = "", profile: ClusterProfile | None = None) -> dict:
         profile = profiles[0]
     elif profile not in profiles:
         raise BrowseError(_("No such cluster."), 404)
-    roots = list(profile.target_roots)
+    roots = team_roots.for_user(user, profile)
     if not path:
-        return {"path": "", "entries": [{"name": r, "path": r, "type": "dir", "size": None} for r in roots]}
+        return {"path": "", "entries": [{"name": r, "path": r, "type": "dir", "size": None} for r in roots.allowed]}
     try:
         runner = cluster.runner_for(profile)
-        listing = list_folder_in_roots(runner, path, roots)
+        listing = list_folder_in_roots(runner, path, list(roots.allowed), refused=roots.refused)
     except PathNotAllowed:
         raise BrowseError(_("That folder is outside the folders you may use."), 403) from None
     except ClusterError as exc:

@@ -1,5 +1,7 @@
 """What a target folder holds, asked of the cluster before Start: "12 photos and 2 videos", or why
-it cannot be used (missing, not a folder, not readable, empty, outside the allowed folders).
+it cannot be used (missing, not a folder, not readable, empty, outside the allowed folders). The
+allowed folders are those of `jobs.clusters.team_roots`: another team's folder is answered as a
+folder outside, and never suggested.
 
 Asked by the New job page as a folder is typed or picked (jobs/web/views/folders.py) and by Start
 itself, so an empty or mistyped folder is refused next to its field instead of becoming a job that
@@ -17,6 +19,7 @@ from django.utils.translation import ngettext
 
 import cluster
 from cluster import ClusterError, PathNotAllowed, RemoteFileError, list_folder_in_roots
+from jobs.clusters.team_roots import Roots
 from worker.manifest import IMAGE_EXTENSIONS, is_video_name
 
 log = logging.getLogger(__name__)
@@ -51,13 +54,13 @@ class FolderCount:
         return _("%(what)s found.") % {"what": photos if self.images else videos}
 
 
-def count_folder(profile, path: str) -> FolderCount:
+def count_folder(profile, path: str, roots: Roots) -> FolderCount:
     """Count the photos and videos directly in `path` (as jobs.job.submit will: the same listing, the
-    same rules: hidden files and links leading outside are left out)."""
-    roots = list(profile.target_roots)
+    same rules: hidden files and links leading outside are left out), within `roots` (team_roots:
+    the user's, or those of a job's team)."""
     try:
         runner = cluster.runner_for(profile)
-        listing = list_folder_in_roots(runner, path, roots, timeout=CHECK_TIMEOUT_S)
+        listing = list_folder_in_roots(runner, path, list(roots.allowed), timeout=CHECK_TIMEOUT_S, refused=roots.refused)
     except PathNotAllowed:
         return FolderCount(path, problem=outside_words(path, roots, runner))
     except RemoteFileError as exc:
@@ -100,15 +103,18 @@ def suggestions(path: str, roots: list[str]) -> list[str]:
     return found
 
 
-def outside_words(path: str, roots: list[str], runner) -> str:
-    """The refusal of a folder outside the allowed roots, with the folder it likely meant when one
-    of `suggestions` exists on the cluster, else the allowed roots themselves."""
-    for candidate in suggestions(path, roots)[:SUGGESTIONS_TRIED]:
+def outside_words(path: str, roots: Roots, runner) -> str:
+    """The refusal of a folder outside the allowed roots (or inside another team's folder: the same
+    words), with the folder it likely meant when one of `suggestions` exists on the cluster and may
+    be used (never another team's folder: a candidate there is refused before the cluster is asked),
+    else the allowed roots themselves."""
+    allowed = list(roots.allowed)
+    for candidate in suggestions(path, allowed)[:SUGGESTIONS_TRIED]:
         try:
-            list_folder_in_roots(runner, candidate, roots, timeout=CHECK_TIMEOUT_S)
-        except ClusterError:  # missing, outside through a link, or not answering: no suggestion
+            list_folder_in_roots(runner, candidate, allowed, timeout=CHECK_TIMEOUT_S, refused=roots.refused)
+        except ClusterError:  # missing, outside (or another team's) through a link, or not answering: none
             continue
         return _("%(folder)s is not one of the folders you may use. Did you mean %(suggestion)s?") % {
             "folder": path, "suggestion": candidate}
     return _("%(folder)s is outside the folders you may use. Folders you may use: %(roots)s. Pick one with the "
-             "folder browser.") % {"folder": path, "roots": ", ".join(roots)}
+             "folder browser.") % {"folder": path, "roots": ", ".join(allowed)}

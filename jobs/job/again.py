@@ -14,6 +14,8 @@ reference photo, and ONLY the flagged photos, but without its face photos: the u
 """
 from __future__ import annotations
 
+from django.urls import reverse
+
 from jobs.models import Job, Target, Upload, UploadKind
 from jobs.models.job import NEEDS_LOOK
 from jobs.uploads import store as upload_store
@@ -23,6 +25,11 @@ MAX_FILES = 1000
 
 #: what `?only=` says for the flagged results (the only choice, for now)
 ONLY_LOOK = "look"
+
+
+def look_again_url(job: Job) -> str:
+    """New job for the flagged results of `job` (the job page and a photo's page link to it)."""
+    return f"{reverse('job-new')}?again={job.id}&only={ONLY_LOOK}"
 
 
 def flagged(job: Job):

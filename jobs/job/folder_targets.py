@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from cluster import PathNotAllowed, RemoteFileError, list_folder_in_roots
+from jobs.clusters.team_roots import Roots
 from jobs.errors import StartError, SubmitRejected
 from jobs.job import again
 from jobs.job.start import is_media_name
@@ -24,14 +25,15 @@ FOLDER_ERRORS = {2: gettext_lazy("it does not exist (check its name)"), 20: gett
                  13: gettext_lazy("you may not read it")}
 
 
-def targets_from_folder(runner, job: Job, chunk_size: int) -> None:
-    """List the job's folder on the cluster (in the allowed roots, links resolved) and insert a target
-    row per photo or video: the whole folder, its first photos for a preview, or the picked files."""
-    roots = list(job.cluster.target_roots)
+def targets_from_folder(runner, job: Job, chunk_size: int, roots: Roots) -> None:
+    """List the job's folder on the cluster (in `roots`: the job's, jobs.clusters.team_roots; links
+    resolved) and insert a target row per photo or video: the whole folder, its first photos for a
+    preview, or the picked files."""
     try:
         # One command for the whole folder: every file is resolved on the cluster, and a link that
-        # leads out of the roots comes back refused (the worker checks again before it opens one).
-        listing = list_folder_in_roots(runner, job.target_folder, roots)
+        # leads out of the roots, or into another team's folder, comes back refused (the worker
+        # checks again before it opens one).
+        listing = list_folder_in_roots(runner, job.target_folder, list(roots.allowed), refused=roots.refused)
     except PathNotAllowed:
         raise SubmitRejected(_("The folder %(folder)s is outside the folders you may use.") % {"folder": job.target_folder}
                              + " " + PICK_AGAIN) from None

@@ -26,6 +26,7 @@ from cluster import PathNotAllowed, check_in_roots
 from jobs import audit, content_safety, webhooks
 from jobs.background import enqueue
 from jobs.bookings.use import usable_booking
+from jobs.clusters import team_roots
 from jobs.clusters.folder_check import count_folder, outside_words
 from jobs.errors import QuotaExceeded, StartError, UploadRejected
 from jobs.job.priority import qos_for
@@ -107,11 +108,13 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
     selector, sent_reference = _which_faces(user, template, face_selector, reference, reference_uploads, problems)
     files = _StartFiles(sources, target_files, reference, sent_sources, sent_targets, sent_reference)
     profile = template.cluster if template else None
+    team_problems: list[tuple[str | None, str]] = []  # said after the folder's, in the form's order
+    chosen_team = _which_team(user, team, team_problems)  # its folders are the job's (jobs.clusters.team_roots)
     by_quota = False  # only a quota refuses: QuotaExceeded, as check_quota would say
     if profile is not None:
         counted = None  # a folder's photos and videos, as its cluster counted them (None: not known yet)
         if target_folder and not has_files:
-            target_folder, counted = _checked_folder(profile, target_folder, problems)
+            target_folder, counted = _checked_folder(user, profile, chosen_team, target_folder, problems)
             if picked and counted is not None:
                 counted = min(counted, len(picked))  # jobs.job.submit takes only those
             if is_preview and counted is not None:
@@ -126,7 +129,10 @@ def start_job(*, user, template: Template | None, sources: list[UploadedFile] | 
             problems.append((exc.field, exc.message))
             by_quota = isinstance(exc, QuotaExceeded)
     chosen_booking = usable_booking(user, booking, profile, problems) if booking else None
-    chosen_team = _which_team(user, team, problems)
+    problems += team_problems
+    if chosen_team is not None and template is not None and not chosen_team.offers(template):
+        problems.append(("template", _("Team %(team)s does not use this template: choose one of its templates, "
+                                       "or another team.") % {"team": chosen_team.name}))
     callback_url = "" if is_preview else _checked_callback(callback_url, problems)
     if problems:
         raise (QuotaExceeded if by_quota and len(problems) == 1 else StartError).of(problems)
@@ -236,7 +242,7 @@ def _attach_targets(job: Job, files: _StartFiles, claimed: list[upload_store.Cla
     moved = upload_store.claim(files.sent_targets, job.media_dir / "targets", names=outs[len(files.target_files):])
     claimed.extend(moved)
     chunk_size = max(1, job.template.chunk_size)
-    folder = job.cluster.job_folder(job.id)
+    folder = job.folder
     rows = [dict(name=f.name[:500], upload=_named(f, out)) for f, out in zip(files.target_files, outs)]
     rows += [dict(name=c.upload.name[:500], upload=str(c.path)) for c in moved]
     for i, (row, out) in enumerate(zip(rows, outs)):
@@ -302,22 +308,29 @@ def _use_up(user, uploads: list[Upload]) -> None:
         raise StartError(_("These files were just used by another Start; choose them again."), "targets")
 
 
-def _checked_folder(profile, target_folder: str, problems: list) -> tuple[str, int | None]:
-    """The folder, normalised, if it is allowed and holds photos or videos (asked of the cluster),
-    with how many (Start then holds them to the limits of one job: a folder over a limit was a
-    failed job once); else a problem. A cluster that does not answer is not the user's mistake:
-    the folder is taken, its count unknown (None; jobs.job.submit counts it again)."""
+def _checked_folder(user, profile, team, target_folder: str, problems: list) -> tuple[str, int | None]:
+    """The folder, normalised, if a job for `team` may use it (the profile's folders and the team's,
+    never another team's: jobs.clusters.team_roots) and it holds photos or videos (asked of the
+    cluster), with how many (Start then holds them to the limits of one job: a folder over a limit
+    was a failed job once); else a problem. A folder of another of the user's teams is answered with
+    the team to choose. A cluster that does not answer is not the user's mistake: the folder is
+    taken, its count unknown (None; jobs.job.submit counts it again)."""
+    roots = team_roots.for_team(team, profile)
     try:
-        target_folder = check_in_roots(target_folder, list(profile.target_roots))
-    except PathNotAllowed:  # with the folder it likely meant, when the cluster has it ("ux3/photos")
-        problems.append(("target_folder", outside_words(target_folder, list(profile.target_roots),
-                                                        cluster.runner_for(profile))
-                         if settings.FOLDER_CHECK_ON_START else
-                         _("That folder is outside the folders you may use. Pick one with the folder browser.")))
+        target_folder = check_in_roots(target_folder, list(roots.allowed), roots.refused)
+    except PathNotAllowed:
+        if (theirs := team_roots.team_holding(user, target_folder, profile, team)) is not None:
+            problems.append(("target_folder", _("%(folder)s is a folder of your team %(team)s. Choose the team "
+                                                "%(team)s for this job, or pick another folder.") % {
+                "folder": target_folder, "team": theirs.name}))
+        else:  # with the folder it likely meant, when the cluster has it ("ux3/photos")
+            problems.append(("target_folder", outside_words(target_folder, roots, cluster.runner_for(profile))
+                             if settings.FOLDER_CHECK_ON_START else
+                             _("That folder is outside the folders you may use. Pick one with the folder browser.")))
         return target_folder, None
     if not settings.FOLDER_CHECK_ON_START:
         return target_folder, None
-    found = count_folder(profile, target_folder)
+    found = count_folder(profile, target_folder, roots)
     if found.problem:
         problems.append(("target_folder", found.problem))
     return target_folder, found.images + found.videos if found.ok and found.reachable else None
@@ -329,8 +342,8 @@ def _which_team(user, team, problems: list):
     mine = Team.objects.of(user)
     if team in (None, ""):
         return mine.default_for(user)
-    key = team.pk if isinstance(team, Team) else str(team).strip()
-    found = mine.filter(pk=key).first() if str(key).isdigit() else mine.filter(slurm_account=key).first()
+    # The form hands a Team; the API its account, which may be all digits ("2024"): never read as an id.
+    found = (mine.filter(pk=team.pk) if isinstance(team, Team) else mine.filter(slurm_account=str(team).strip())).first()
     if found is None:
         problems.append(("team", _("Choose one of your teams.")))
     return found

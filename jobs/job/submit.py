@@ -29,7 +29,7 @@ from cluster import (
     slurm,
 )
 from jobs import content_safety
-from jobs.clusters import team_accounts
+from jobs.clusters import team_accounts, team_roots
 from jobs.errors import SubmitRejected
 from jobs.job import attempts, container, lifecycle
 from jobs.job.folder_targets import PICK_AGAIN, insert_rows, job_id_param, targets_from_folder
@@ -191,8 +191,9 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         runner.put_file(job.reference_face.path, reference)
 
     # Each target's task_index (index // chunk size) and cluster path were set when its row was made.
+    roots = team_roots.for_job(job)  # the profile's folders and the job's team's; other teams' refused
     if job.target_folder and not job.targets.exists():
-        targets_from_folder(runner, job, snap.chunk_size)
+        targets_from_folder(runner, job, snap.chunk_size, roots)
     # Plain tuples, not model instances: building 1,000 Target objects would dominate a big Start.
     targets = list(job.targets.order_by("index").values_list("cluster_path", "output_name", "upload"))
     if not targets:
@@ -216,8 +217,8 @@ def stage(runner, job: Job, limits: ClusterLimits) -> str:
         engine=EngineOptions(name=snap.engine, face_selector=snap.face_selector, reference_face=reference,
                              max_pixels=settings.MEDIA_MAX_PIXELS),
         # The worker checks every target against them again right before opening it (storage
-        # can change between the listing and the run).
-        target_roots=tuple(job.cluster.target_roots),
+        # can change between the listing and the run): inside the roots, outside other teams' folders.
+        target_roots=roots.allowed, refused_roots=roots.refused,
         # Issue 14: the template's visible watermark and pinned model set, as frozen at Start.
         watermark=snap.watermark, models=ModelPin.from_dict(snap.model_set) if snap.model_set else None,
         safety=content_safety.manifest_spec(),  # the content check of every result, when an admin turned it on
@@ -281,10 +282,11 @@ def sbatch_spec(job: Job, n_tasks: int | None = None, indexes: list[int] | None 
     test_mb = (getattr(settings, "FFP_TEST_ALLOCATE_MB", None) or {}).get(job.attempt)
     if test_mb:
         env["FFP_TEST_ALLOCATE_MB"] = str(int(test_mb))
-    # What the container sees: the models and the targets' folders read-only, the job folder
-    # (sources, uploaded targets, outputs, progress records) writable, each at the same path.
+    # What the container sees: the models and the targets' folders (the profile's, and the team
+    # folder the job's folder lies in) read-only, the job folder (sources, uploaded targets, outputs,
+    # progress records) writable, each at the same path.
     binds = [f"{root}:{root}:ro" for root in
-             [profile.models_dir, snap.model_set.get("folder", ""), *profile.target_roots] if root]
+             [profile.models_dir, snap.model_set.get("folder", ""), *team_roots.container_folders(job)] if root]
     binds.append(f"{folder.root}:{folder.root}")
     return SbatchSpec(
         job_name=job.slurm_name, comment=job.slurm_name, partition=snap.partition, time_limit=snap.time_limit,

@@ -99,7 +99,7 @@ def job_snapshot(job: Job, view: View | None = None) -> dict:
 
 
 def jobs_snapshot(user, limit: int = 100) -> dict:
-    jobs = Job.objects.visible_to(user).select_related("owner")[:limit]
+    jobs = Job.objects.owned(user).select_related("owner")[:limit]
     return {"type": "snapshot", "jobs": [live_job(j) for j in jobs]}
 
 

@@ -21,6 +21,7 @@ from jobs.models.quota import Quota
 from jobs.models.retention import RetentionPolicy
 from jobs.models.snapshot import TemplateSnapshot
 from jobs.models.team import Team
+from jobs.models.team_usage import TeamUsage
 from jobs.models.template import Template
 from jobs.models.token import ApiToken
 from jobs.models.upload import Upload, UploadKind, UploadPolicy, UploadStatus
@@ -29,6 +30,6 @@ from jobs.models.webhook import DeliveryState, WebhookDelivery, WebhookSecret
 
 __all__ = ["ApiToken", "Approval", "AuditEntry", "Booking", "BookingPolicy", "BookingState", "GpuType",
            "StartChoice", "capability_tuple", "ClusterProfile", "EmailNotice", "GroupPriority", "QosLevel", "Job", "JobAttempt", "JobStatus", "NoticeKind",
-           "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Team", "Template",
+           "NoticeStatus", "NotificationPreference", "Quota", "Source", "Target", "TargetStatus", "Task", "Team", "TeamUsage", "Template",
            "TemplateSnapshot", "Upload", "UploadKind", "UploadPolicy", "UploadStatus", "UsageRecord", "RetentionPolicy", "SafetyPolicy", "ModelSet",
            "DeliveryState", "WebhookDelivery", "WebhookSecret"]

@@ -12,11 +12,16 @@ from jobs.secrets import EncryptedTextField
 from worker.layout import JobFolder
 
 
-def _check_roots(value) -> None:
+def check_roots(value) -> None:
+    """A list of absolute cluster folders: a profile's allowed target roots, a team's folders."""
     if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("/") for v in value):
         raise ValidationError(_("Give a list of absolute folder paths, e.g. [\"/srv/storage\"]."))
     for path in value:
         _check_bindable(path)
+
+
+#: the name the migrations know it by (0001, 0030)
+_check_roots = check_roots
 
 
 def _check_bindable(path: str) -> None:
@@ -55,7 +60,7 @@ class ClusterProfile(models.Model):
     )
     work_root = models.CharField(_("remote work root"), max_length=500,
                                  help_text=_("Folder on the cluster where job folders (inputs, manifest, logs, outputs) are created."))
-    target_roots = models.JSONField(_("allowed target roots"), default=list, validators=[_check_roots],
+    target_roots = models.JSONField(_("allowed target roots"), default=list, validators=[check_roots],
                                     help_text=_("Cluster folders users may pick targets from."))
     path_mapping = models.JSONField(_("path mapping"), default=list, blank=True, validators=[_check_mapping],
                                     help_text=_("[portal path, cluster path] pairs where both see the same storage."))
@@ -99,6 +104,13 @@ class ClusterProfile(models.Model):
         return ClusterConfig(host=self.host, port=self.port, user=self.username,
                              private_key=self.private_key, known_hosts=self.known_hosts)
 
-    def job_folder(self, job_id) -> JobFolder:
-        """Where a job's files lie on this cluster (the layout is the worker's: worker/layout.py)."""
-        return JobFolder(posixpath.join(self.work_root, "jobs", str(job_id)))
+    def job_folder(self, job_id, account: str) -> JobFolder:
+        """Where a job's files lie on this cluster (the layout is the worker's: worker/layout.py):
+        `<work_root>/jobs/<job id>`, or for a team's job `<work_root>/teams/<account>/jobs/<job id>`,
+        `account` being the Slurm account frozen on the job (Job.slurm_account): a job keeps its
+        folder whatever happens to its team. The one place a job's folder is named (`Job.folder`)."""
+        if not account:
+            return JobFolder(posixpath.join(self.work_root, "jobs", str(job_id)))
+        if account.strip(".") == "" or "/" in account:  # never a Slurm account (checked_account): never a folder
+            raise ValueError(f"{account!r} cannot name a team's folder")
+        return JobFolder(posixpath.join(self.work_root, "teams", account, "jobs", str(job_id)))

@@ -8,7 +8,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from jobs.access import owned_by
+from jobs.access import led_by, owned_by
 from jobs.models.snapshot import TemplateSnapshot
 from worker.choices import SUCCESS_STATUSES, TARGET_STATUSES
 from worker.layout import JobFolder
@@ -51,7 +51,13 @@ NEEDS_LOOK = models.Q(status=TargetStatus.DONE) & ~models.Q(self_check="")
 
 class JobQuerySet(models.QuerySet):
     def visible_to(self, user):
-        """Every lookup of a job outside the admin goes through here: the user's own (jobs.access)."""
+        """Every lookup of a job outside the admin goes through here: the user's own, and those of
+        the teams they lead (jobs.access)."""
+        return self.filter(owned_by(user, "owner") | led_by(user, "team"))
+
+    def owned(self, user):
+        """The user's own jobs only: their lists, and what only an owner may do (delete files,
+        replace a target's file)."""
         return self.filter(owned_by(user, "owner"))
 
 
@@ -94,6 +100,9 @@ class Job(models.Model):
     team = models.ForeignKey("jobs.Team", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs",
                              verbose_name=_("team"))
     slurm_account = models.CharField(max_length=30, blank=True, default="", db_default="")
+    #: whether a team job's folder lies under its team's prefix (ClusterProfile.job_folder). False for
+    #: team jobs started before team folders (migration 0032): their files stay where they were made.
+    team_prefix = models.BooleanField(default=True)
     #: a folder job over some of its files only: their cluster paths (empty: the whole folder). Set
     #: when the results of an earlier job that need a look are tried again with another face photo
     #: (jobs.job.again); jobs.job.submit lists the folder and keeps only these.
@@ -140,7 +149,9 @@ class Job(models.Model):
         # The job list and the API list page through a user's jobs newest first: without these,
         # SQLite sorts every job before it can skip to a late page.
         indexes = [models.Index(fields=["owner", "-created_at", "-id"], name="job_owner_newest"),
-                   models.Index(fields=["-created_at", "-id"], name="job_newest")]
+                   models.Index(fields=["-created_at", "-id"], name="job_newest"),
+                   # a team lead's team page (jobs/web/views/teams.py): the team's jobs, newest first
+                   models.Index(fields=["team", "-created_at", "-id"], name="job_team_newest")]
         # Opening another person's face photos and results in the admin (jobs.access, jobs/admin/faces.py).
         permissions = [("see_faces", _("Can see other people's face photos and results"))]
 
@@ -166,8 +177,10 @@ class Job(models.Model):
 
     @property
     def folder(self) -> JobFolder:
-        """The job's folder on its cluster (manifest, sources, targets, outputs, progress, logs)."""
-        return self.cluster.job_folder(self.id)
+        """The job's folder on its cluster (manifest, sources, targets, outputs, progress, logs), under
+        its team's account when it has one (ClusterProfile.job_folder): submission, retries, the
+        watcher's fetches and the clean-up all read it here."""
+        return self.cluster.job_folder(self.id, self.slurm_account if self.team_prefix else "")
 
     @property
     def slurm_name(self) -> str:

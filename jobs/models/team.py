@@ -16,7 +16,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from cluster.slurm.accounts import ACCOUNT_MAX, checked_account
-from jobs.models.cluster_profile import _check_roots
+from jobs.models.cluster_profile import check_roots
 
 
 def validate_account(value: str) -> None:
@@ -29,10 +29,12 @@ def validate_account(value: str) -> None:
 
 class TeamQuerySet(models.QuerySet):
     def of(self, user):
-        """The teams `user` is a member of, by name."""
+        """The teams `user` may run jobs for, by name: those they are a member of, and those they lead
+        (a lead runs a member's job again for the team, jobs.access)."""
         if not user.is_authenticated:
             return self.none()
-        return self.filter(group__user=user).select_related("group").order_by("group__name")
+        ids = self.filter(models.Q(group__user=user) | models.Q(leads=user)).values("pk")
+        return self.filter(pk__in=ids).select_related("group").order_by("group__name")
 
     def led_by(self, user):
         """The teams `user` leads, by name."""
@@ -57,7 +59,7 @@ class Team(models.Model):
         help_text=_("The account the team's jobs are charged to on every cluster. The portal creates it there "
                     "before the team's first job. Lower case, e.g. vfx."))
     target_roots = models.JSONField(
-        _("team folders"), default=list, blank=True, validators=[_check_roots],
+        _("team folders"), default=list, blank=True, validators=[check_roots],
         help_text=_("Cluster folders only this team's members may pick targets from, e.g. [\"/data/vfx\"], on "
                     "every cluster, besides the cluster's own allowed folders. Other teams' members are refused "
                     "here, even where the folder lies inside a cluster's allowed folder."))
@@ -85,3 +87,8 @@ class Team(models.Model):
     @property
     def name(self) -> str:
         return self.group.name
+
+    def offers(self, template) -> bool:
+        """Whether the team's jobs may use `template`: any, unless its lead chose some (Team.templates)."""
+        chosen = self.templates.values_list("pk", flat=True)
+        return not chosen.exists() or template.pk in set(chosen)

@@ -75,6 +75,14 @@ class TemplateQuerySet(models.QuerySet):
             return qs
         return qs.filter(models.Q(groups__isnull=True) | models.Q(groups__in=user.groups.all())).distinct()
 
+    def used_by(self, teams):
+        """Those at least one of `teams` uses (Team.templates, chosen by its lead; a team that chose
+        none uses every one); all of them for no team. start_job checks the job's own team again."""
+        chosen = Template.teams.through.objects.filter(team__in=[t.pk for t in teams])
+        if not teams or {t.pk for t in teams} - set(chosen.values_list("team_id", flat=True)):
+            return self
+        return self.filter(pk__in=chosen.values("template_id"))
+
     def default_for(self, user):
         """The template New job starts on, among these: the one of the user's last job, when it is
         still here; else the first card (`order`, then name). A template added later therefore takes

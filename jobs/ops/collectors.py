@@ -8,7 +8,8 @@ serve /metrics. A collector that cannot read (the database or Redis down) yields
 What the queries cost: jobs by status and bookings by state use their indexed state columns; the
 targets are counted only for jobs still in work (ACTIVE_STATUSES and queued), through the
 (job, status) index; images per second reads the targets of jobs that ran in the last
-IMAGES_WINDOW. GPU-hours are one SUM over the usage records (one row per finished job).
+IMAGES_WINDOW. GPU-hours are one SUM over the usage records (one row per finished job); per team,
+the stored rows of Slurm's accounting (two months, a row per team and cluster).
 """
 from __future__ import annotations
 
@@ -91,6 +92,24 @@ class DatabaseCollector(_Safe):
         yield hours
 
         yield from images_per_second(now)
+        yield from team_gpu_hours(month)
+
+
+def team_gpu_hours(month):
+    """Per team account and cluster, this month's and last month's GPU-hours as Slurm's accounting
+    last said (the stored TeamUsage rows, read every 10 minutes; jobs.usage.team_usage). A cluster
+    never read for a month has no series, rather than a zero nobody measured."""
+    from jobs.models import TeamUsage
+
+    last = (month.replace(day=1) - timedelta(days=1)).replace(day=1)
+    family = GaugeMetricFamily("ffportal_team_gpu_hours",
+                               "GPU-hours of each team's Slurm account per cluster, from the cluster's own "
+                               "accounting (sacct), in the portal's month.", labels=["team", "cluster", "month"])
+    rows = (TeamUsage.objects.filter(month__in=(month, last)).order_by("team__slurm_account", "cluster__slug")
+            .values_list("team__slurm_account", "cluster__slug", "month", "gpu_seconds"))
+    for account, slug, period, seconds in rows:
+        family.add_metric([account, slug, "this" if period == month else "last"], seconds / 3600.0)
+    yield family
 
 
 def images_per_second(now):

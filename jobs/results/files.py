@@ -23,6 +23,7 @@ from django.utils.text import slugify
 
 from cluster import PathNotAllowed, check_in_roots, map_path
 from jobs import audit
+from jobs.clusters import team_roots
 from jobs.models import Job, Target
 from jobs.uploads.content import MAX_NAME_BYTES, safe_name
 from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
@@ -60,22 +61,27 @@ def input_path(target: Target) -> Path | None:
     """The "before" picture: the uploaded target, or a folder target the portal sees on shared storage.
 
     A folder target is visible here only through the cluster profile's path mapping, and only when
-    its cluster path is inside the allowed target roots and the local file stays inside the mapped
-    folder after symlinks are followed.
+    its cluster path is inside the folders the job may use (the profile's and its team's, never
+    another team's: jobs.clusters.team_roots) and the local file stays inside the mapped folder, and
+    inside those folders, after symlinks are followed.
     """
     if target.upload:
         return media_file(target.upload.name)
-    profile = target.job.cluster
+    job = target.job
+    profile = job.cluster
     if not target.cluster_path or not profile.path_mapping:
         return None
+    roots = team_roots.for_job(job)
     try:
-        cluster_path = check_in_roots(target.cluster_path, list(profile.target_roots))
+        cluster_path = check_in_roots(target.cluster_path, list(roots.allowed), roots.refused)
         local = map_path(cluster_path, [(cluster, portal) for portal, cluster in profile.path_mapping])
         real = Path(local).resolve()
+        # Where the file really is, named as the cluster names it, checked again: a symlink on the
+        # shared storage that leads out of it, or into another team's folder, serves nothing.
+        back = [(str(Path(portal).resolve()), cluster) for portal, cluster in profile.path_mapping]
+        check_in_roots(map_path(str(real), back), list(roots.allowed), roots.refused)
     except (PathNotAllowed, OSError, RuntimeError):
         return None
-    if not any(real.is_relative_to(Path(portal).resolve()) for portal, _cluster in profile.path_mapping):
-        return None  # a symlink on the shared storage leads out of it
     return real if real.is_file() else None
 
 

@@ -3,10 +3,11 @@ its owner asks ("Delete job and files"); the owner is emailed before an automati
 
 What goes: everything under the job's media folder on the portal (face photos, uploaded targets,
 fetched outputs, thumbnails, posters), the job's Source and Target rows (their names are the
-photos' names), and the job's folder on the cluster (`profile.job_folder(job.id)`: staged inputs,
-manifest, outputs, logs). Photos in a folder the user picked on shared storage are the user's own
-and are not touched. What stays: the job row as a tombstone (name, dates, counts, usage, attempts)
-with `files_deleted_at` set, so usage and the audit log keep their history.
+photos' names), and the job's folder on the cluster (`Job.folder`, a team's job's under its team's
+account: staged inputs, manifest, outputs, logs). Photos in a folder the user picked on shared
+storage are the user's own and are not touched. What stays: the job row as a tombstone (name,
+dates, counts, usage, attempts) with `files_deleted_at` set, so usage and the audit log keep their
+history.
 
 Order: the portal's files go at once, in the request or RQ task that claims the deletion (a
 conditional update of `files_deleted_at`: only one caller deletes); the cluster's folder goes in an

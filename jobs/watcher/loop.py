@@ -26,6 +26,7 @@ from jobs.ops import heartbeat
 from jobs.ops import metrics as ops_metrics
 from jobs.results import retention
 from jobs.uploads import store as upload_store
+from jobs.usage import team_usage
 from jobs.watcher.poll import poll_profile
 
 log = logging.getLogger("jobs.watcher.poll")
@@ -43,7 +44,8 @@ def _sweep() -> None:
                        ("uploads: expiring unused uploads", upload_store.expire),
                        ("webhooks: re-queueing due attempts", webhooks.send_due),
                        ("retention: beat", lambda: retention.beat(timezone.now())),
-                       ("bookings: counting the clusters' GPUs", bookings.count_due)):
+                       ("bookings: counting the clusters' GPUs", bookings.count_due),
+                       ("usage: reading usage by team from the clusters", team_usage.refresh_due)):
         _guarded(name, duty)
 
 

@@ -75,7 +75,7 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     for job in jobs:  # two rows never share a Slurm id, but the union is right if they did
         expected.setdefault(job.slurm_job_id, set()).update(expected_in_queue(rows[job.pk]))
     ids = sorted(expected)
-    folders = {j.pk: profile.job_folder(j.id) for j in jobs}
+    folders = {j.pk: j.folder for j in jobs}
     logs = [(job, task.index, folders[job.pk].log(job.slurm_job_id, task.index))
             for job in jobs for task in job.tasks.all() if task.log_wait_since is not None][:MAX_LOG_TAILS]
     mark, every_job = secrets.token_hex(8), _full_accounting_due(profile.pk)

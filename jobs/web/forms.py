@@ -107,11 +107,13 @@ class NewJobForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["template"].queryset = Template.objects.usable_by(user).select_related("cluster")
-        self.fields["team"].queryset = teams = Team.objects.of(user)
-        default = teams.default_for(user)
+        teams = Team.objects.of(user)
+        mine = list(teams)
+        self.fields["template"].queryset = Template.objects.usable_by(user).used_by(mine).select_related("cluster")
+        self.fields["team"].queryset = teams
+        default = teams.default_for(user) if mine else None
         self.fields["team"].initial = default.pk if default else None
-        self.several_teams = teams.count() > 1
+        self.several_teams = len(mine) > 1
 
 
 class RateLimitedAuthenticationForm(AuthenticationForm):

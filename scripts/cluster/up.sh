@@ -37,6 +37,9 @@ FFP_HOME=$(getent passwd "$FFP_SSH_USER" | cut -d: -f6)
 
 # --- cluster storage and work root ----------------------------------------------------------------
 install -d -m 755 "$FFP_STORAGE" "$FFP_STORAGE/samples" "$FFP_SAMPLE_FACES"
+# Team folders (docs/teams.md) live under teams/: the service user's, where `seed_local` makes the
+# demo teams' folders as the portal makes every folder on the cluster (over SSH: 700, files 600).
+install -d -o "$FFP_SSH_USER" -g "$FFP_SSH_USER" -m 700 "$FFP_STORAGE/teams"
 # The work root holds every job's inputs (people's faces) and outputs: the service user's alone,
 # so other local users cannot even list the jobs.
 [ -d "$FFP_WORK" ] || install -d -m 700 "$FFP_WORK"

@@ -45,6 +45,7 @@ def test_it_covers_every_sample_file():
         "scontrol_show_res_none.txt", "scontrol_show_res_several.txt", "scontrol_res_error_busy.txt",  # test_reservations.py
         "sinfo_gpus_vm.json", "sacct_gpu_history_vm.txt", "sacct_gpu_history_running.txt",
         "sacct_single_task_array_running.json", "sacct_single_task_array_ended.json",
+        "sacct_account_usage.txt",  # tests/cluster/test_account_usage.py
     }
     assert {p.name for p in SAMPLES.iterdir()} <= tested
 

@@ -63,9 +63,11 @@ def test_every_version_has_every_scenario_and_nothing_untested():
     for version in VERSIONS:
         names = {p.name for p in (SAMPLES / version).iterdir()}
         assert CAPTURED <= names, (version, CAPTURED - names)
-    # and, on 24.11, a dead node's requeued tasks (tests/jobs/test_node_failure_watcher.py); on 26.05, a drained node
+    # and, on 24.11, a dead node's requeued tasks (tests/jobs/test_node_failure_watcher.py); on 26.05, a drained
+    # node and the teams' GPU-seconds (tests/cluster/test_account_usage.py)
     for version in NEWER:
-        extra = {"24.11": {"squeue_tasks_node_failed.txt"}, "26.05": {"sinfo_drained.json"}}[version]
+        extra = {"24.11": {"squeue_tasks_node_failed.txt"},
+                 "26.05": {"sinfo_drained.json", "sacct_account_usage.txt"}}[version]
         assert {p.name for p in (SAMPLES / version).iterdir()} == CAPTURED_NEWER | extra, version
     assert sorted(p.name for p in SAMPLES.iterdir()) == VERSIONS
 

@@ -7,8 +7,8 @@ the real cluster, then Ctrl-C. It checks what the hardening promises:
 - DEBUG is off (a 404 lists no URLs), a Content-Security-Policy is on the pages, static files are
   served (WhiteNoise), the secret key was generated (never the dev key);
 - Redis refuses a client without the password;
-- every file and folder the portal wrote (its state folder, the job's folder on the cluster) is
-  its user's alone: folders 700, files 600.
+- every file and folder the portal wrote (its state folder, the job's folder on the cluster, the
+  demo teams' folders) is its user's alone: folders 700, files 600.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import connect as ws_connect
 
-from tests.e2e.conftest import SAMPLES
+from tests.e2e.conftest import SAMPLES, STORAGE
 from tests.e2e.test_web_processes import SOCKETS, client_sockets, workers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -197,9 +197,14 @@ def test_make_up_runs_the_portal_as_its_own_user_with_private_files(tmp_path):
             time.sleep(2)
         assert job["status"] == "completed" and job["outputs"], job
 
-        # Everything the portal wrote is private to its user: here, and on the cluster.
+        # Everything the portal wrote is private to its user: here, and on the cluster (the job's
+        # folder, under its team's in the work root; the demo teams' folders seed_local made).
         assert not_private(var, pwd.getpwuid(web_uid).pw_name) == []
-        assert not_private(WORK / "jobs" / job_id, os.environ.get("FFP_SSH_USER", "ffportal")) == []
+        service_user = os.environ.get("FFP_SSH_USER", "ffportal")
+        assert job["team"], job  # the demo account is in two teams: its jobs run for one
+        assert not_private(WORK / "teams" / job["team"] / "jobs" / job_id, service_user) == []
+        assert not_private(STORAGE / "teams", service_user) == []
+        assert {p.name for p in (STORAGE / "teams" / "vfx").iterdir()} >= {"t1.jpg", "astronaut.png"}
     finally:
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGINT)  # Ctrl-C

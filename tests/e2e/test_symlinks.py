@@ -84,15 +84,7 @@ def test_a_photo_swapped_for_a_link_after_the_listing_is_refused_on_the_node(api
     run_rq(redis_queue)
     job.refresh_from_db()
     assert job.slurm_job_id and job.targets.get(name="b.png").status == TargetStatus.WAITING, job.error
-    held = f"{job.slurm_job_id}_1"
-    try:
-        slurm("scontrol", "hold", held)
-        (folder / "b.png").unlink()
-        (folder / "b.png").symlink_to(their_face)
-        slurm("scontrol", "release", held)
-    except BaseException:
-        subprocess.run(["scancel", job.slurm_job_id], capture_output=True, timeout=60)
-        raise
+    relink_while_held(job, 1, folder / "b.png", their_face)
     job = watch_until(job, FINAL)
     watch_until(other, FINAL)
     b = job.targets.get(name="b.png")
@@ -100,3 +92,17 @@ def test_a_photo_swapped_for_a_link_after_the_listing_is_refused_on_the_node(api
     assert job.targets.get(name="a.jpg").status == TargetStatus.DONE
     assert outputs_on_the_cluster(job) == ["a.jpg"]
     assert [t.state for t in job.tasks.order_by("index")] == ["COMPLETED", "FAILED"]  # exit 1: a target failed
+
+
+def relink_while_held(job: Job, task: int, path: Path, to: Path) -> None:
+    """Make `path` a link to `to` while task `task` of `job` is held on the cluster: after the portal
+    listed the folder, before the worker reads the file (the job is cancelled if that fails)."""
+    held = f"{job.slurm_job_id}_{task}"
+    try:
+        slurm("scontrol", "hold", held)
+        path.unlink()
+        path.symlink_to(to)
+        slurm("scontrol", "release", held)
+    except BaseException:
+        subprocess.run(["scancel", job.slurm_job_id], capture_output=True, timeout=60)
+        raise

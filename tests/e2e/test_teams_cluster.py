@@ -16,10 +16,8 @@ from tests.e2e.test_end_to_end import start
 
 @pytest.mark.parametrize("site", sites.VERSIONS, indirect=True, ids=sites.site_id)
 def test_a_teams_jobs_are_charged_to_its_own_account_made_on_first_use(api, site, folder, redis_queue):
-    account = f"e2e-{uuid.uuid4().hex[:8]}"
-    group = Group.objects.create(name=f"Team {account}")
-    User.objects.get(username="demo").groups.add(group)  # the `api` fixture's user
-    team = Team.objects.create(group=group, slurm_account=account)
+    team = new_team()
+    account, group = team.slurm_account, team.group
     user = site.profile.username
     try:
         fill(folder, {"a.jpg": SAMPLES / "t1.jpg", "b.png": SAMPLES / "astronaut.png"})
@@ -41,6 +39,14 @@ def test_a_teams_jobs_are_charged_to_its_own_account_made_on_first_use(api, site
     finally:  # the other tests' jobs run for no team again; slurmdbd forgets the account
         group.delete()
         forget(site, user, account)
+
+
+def new_team() -> Team:
+    """A team with an account of its own, never seen by slurmdbd; the `api` fixture's user in it."""
+    account = f"e2e-{uuid.uuid4().hex[:8]}"
+    group = Group.objects.create(name=f"Team {account}")
+    User.objects.get(username="demo").groups.add(group)
+    return Team.objects.create(group=group, slurm_account=account)
 
 
 def forget(site, user: str, account: str) -> None:

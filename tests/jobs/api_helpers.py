@@ -14,7 +14,8 @@ DETAIL_KEYS = {"id", "name", "status", "template", "slurm_job_id", "progress", "
                "files_deleted_at",  # added with retention (issue 14)
                "models",  # added with model versions (issue 14): [{"name", "sha256"}] the tasks loaded
                "container_image",  # added with containers (issue 25): {"image", "sha256"} or null
-               "team"}  # added with teams (issue 28): the Slurm account of the team it runs for, or ""
+               "team",  # added with teams (issue 28): the Slurm account of the team it runs for, or ""
+               "owner"}  # added with team leads (issue 28): whose job it is
 SUMMARY_KEYS = DETAIL_KEYS - {"tasks", "outputs", "attempt", "attempts", "tasks_next", "outputs_next",
                               "expected_start", "expected_finish", "files_deleted_at", "models", "container_image"}
 

@@ -6,9 +6,12 @@ The rows are keyed by the URL patterns themselves (portal.urls and jobs.live.rou
 time): a new endpoint without a row here fails `test_every_endpoint_has_a_row`.
 
 Callers: the owner; a stranger; view-only staff (is_staff with every `view_*` permission); staff
-with `jobs.see_faces` too; a superuser. Outside the admin only the owner reaches the work: for
-everyone else an object's address answers what a missing object's answers (404), no response
-carries the owner's names or ids, and no action changes anything. In the admin, face files open
+with `jobs.see_faces` too; a superuser; and with teams: another member of the owner's team, the
+lead of the owner's team, a member and a lead of another team. Outside the admin only the owner
+reaches the work, and the lead of the owner's team reaches the owner's JOB where a row says so
+(`lead`: open it, its files, cancel, retry, run again; never delete or replace, never bookings,
+uploads or webhook calls): for everyone else an object's address answers what a missing object's
+answers (404), no response carries the owner's names or ids, and no action changes anything. In the admin, face files open
 only with `jobs.see_faces` (superusers hold it), and each opening is audited.
 """
 from __future__ import annotations
@@ -20,7 +23,7 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Group, Permission, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import URLResolver, get_resolver
@@ -36,9 +39,11 @@ from jobs.models import (
     GpuType,
     Job,
     JobStatus,
+    Quota,
     Source,
     Target,
     TargetStatus,
+    Team,
     Upload,
     UploadKind,
     UploadStatus,
@@ -47,7 +52,8 @@ from jobs.models import (
 
 from .test_consumers import connect, refusal_code  # sockets through the real ASGI stack, with a real session
 
-CALLERS = ["owner", "stranger", "viewer", "face_viewer", "superuser"]
+CALLERS = ["owner", "stranger", "viewer", "face_viewer", "superuser", "member", "lead", "other_member",
+           "other_lead"]
 
 JOB_NAME = "Alice secret wedding"
 BOOKING_NAME = "alice-secret-booking"
@@ -65,10 +71,23 @@ def staff_with(username: str, *extra: str) -> User:
     return user
 
 
+def person(username: str, group: Group) -> User:
+    user = User.objects.create_user(username, f"{username}@example.org", f"{username}-pass-123")
+    user.groups.add(group)
+    return user
+
+
 @pytest.fixture
-def callers(owner, stranger, staff) -> dict[str, User]:
+def callers(owner, colleague, stranger, staff, team) -> dict[str, User]:
+    """The owner (alice) is a member of team vfx (the `team` group); the job below runs for it."""
+    vfx = Team.objects.create(group=team, slurm_account="vfx")
+    other = Team.objects.create(group=Group.objects.create(name="post"), slurm_account="post")
+    lead, other_lead = person("lena", team), person("omar", other.group)
+    vfx.leads.add(lead)
+    other.leads.add(other_lead)
     return {"owner": owner, "stranger": stranger, "viewer": staff_with("viewer"),
-            "face_viewer": staff_with("face-viewer", "see_faces"), "superuser": staff}
+            "face_viewer": staff_with("face-viewer", "see_faces"), "superuser": staff, "member": colleague,
+            "lead": lead, "other_member": person("olga", other.group), "other_lead": other_lead}
 
 
 @dataclasses.dataclass
@@ -82,6 +101,11 @@ class World:
     def ids(self) -> dict[str, str]:
         return {"job": str(self.job.id), "booking": str(self.booking.id), "delivery": str(self.delivery.id),
                 "upload": str(self.upload.id)}
+
+    @property
+    def extra(self) -> dict[str, str]:
+        """Other values the rows' URLs and forms name: not the owner's work (no marker)."""
+        return {"owner_pk": str(self.job.owner_id), "template": str(self.job.template_id)}
 
     @property
     def markers(self) -> list[str]:
@@ -101,16 +125,20 @@ class World:
             "upload": (Upload.objects.filter(pk=self.upload.pk).exists(), self.upload.path.exists()),
             "uploads": Upload.objects.count(),
             "audit": AuditEntry.objects.filter(target_id__in=list(self.ids.values())).count(),
+            "quotas": list(Quota.objects.values_list("user", "gpu_hours_per_month")),
+            "team_templates": list(Team.templates.through.objects.values_list("team", "template")),
         }
 
 
 @pytest.fixture
-def world(owner, template, jpeg_bytes) -> World:
-    """The owner's work: a finished job (face photo, reference face, a done target with its input,
-    output and thumbnail, a failed one), a confirmed booking, a failed webhook call, an upload."""
+def world(owner, template, jpeg_bytes, callers) -> World:
+    """The owner's work: a finished job of team vfx (face photo, reference face, a done target with
+    its input, output and thumbnail, a failed one), a booking waiting for approval, a failed webhook
+    call, an upload."""
     job = Job.objects.create(owner=owner, template=template, template_snapshot=template.snapshot().to_json(),
                              cluster=template.cluster, name=JOB_NAME, status=JobStatus.PARTIALLY_FAILED,
-                             total=2, done=1, failed=1, finished_at=timezone.now())
+                             total=2, done=1, failed=1, finished_at=timezone.now(),
+                             team=Team.objects.get(slurm_account="vfx"), slurm_account="vfx")
     job.reference_face = SimpleUploadedFile("reference.jpg", jpeg_bytes)
     job.save(update_fields=["reference_face"])
     Source.objects.create(job=job, file=SimpleUploadedFile("face.jpg", jpeg_bytes), original_name="face.jpg")
@@ -129,7 +157,7 @@ def world(owner, template, jpeg_bytes) -> World:
     start = timezone.now() + timedelta(hours=1)
     booking = Booking.objects.create(user=owner, task_name=BOOKING_NAME, gpu_count=1, duration_minutes=120,
                                      gpu_type=gpu, cluster=template.cluster, starts_at=start,
-                                     ends_at=start + timedelta(hours=2), state=BookingState.CONFIRMED)
+                                     ends_at=start + timedelta(hours=2), state=BookingState.REQUESTED)
     delivery = WebhookDelivery.objects.create(user=owner, url=HOOK_URL, event="job.finished", job=job,
                                               state=DeliveryState.FAILED, attempts=1, last_error="refused")
     upload = Upload.objects.create(owner=owner, kind=UploadKind.SOURCE, name=UPLOAD_NAME, size=len(jpeg_bytes),
@@ -168,7 +196,11 @@ class Call:
     same request for a missing object gets, and that is `missing` (404).
     kind "list": everyone gets `owner`; only the owner's answer holds the owner's work.
     kind "none": not about anyone's work (the caller's own account, the cluster's folders ...): the
-    answer must hold none of the owner's work, whatever its status."""
+    answer must hold none of the owner's work, whatever its status.
+    kind "team": the owner's team's page or list for its lead: the lead gets `lead`, everyone else
+    (the owner too) `missing` and none of the work.
+    `lead`: what the lead of the owner's team gets, the owner's work shown and acted on as the
+    owner's would be; None: the lead is one of everyone else."""
 
     kind: str
     method: str
@@ -177,10 +209,20 @@ class Call:
     data: dict | None = None
     headers: dict | None = None
     missing: int = 404
+    lead: int | None = None
 
 
 def obj(method, url, owner, **kw) -> Call:
     return Call("object", method, url, owner, **kw)
+
+
+def led(method, url, owner, **kw) -> Call:
+    """An object call the lead of the owner's team makes as the owner would."""
+    return Call("object", method, url, owner, lead=owner, **kw)
+
+
+def team(method, url, lead, **kw) -> Call:
+    return Call("team", method, url, lead=lead, **kw)
 
 
 def lst(url, owner=200) -> Call:
@@ -201,7 +243,7 @@ ROWS: dict[str, list[Call]] = {
     "logout/": [none("post", "/logout/")],
     "i18n/setlang/": [none("post", "/i18n/setlang/", data={"language": "en"})],
     "": [lst("/")],
-    "jobs/new": [none("get", "/jobs/new"), Call("list", "get", "/jobs/new?again={job}", 200)],
+    "jobs/new": [none("get", "/jobs/new"), Call("list", "get", "/jobs/new?again={job}", 200, lead=200)],
     "uploads/": [Call("list", "get", "/uploads/", 200, headers=TUS)],
     "uploads/<uuid:upload_id>": [obj("get", "/uploads/{upload}", 200, headers=TUS),
                                  obj("head", "/uploads/{upload}", 200, headers=TUS),
@@ -230,29 +272,38 @@ ROWS: dict[str, list[Call]] = {
     "webhooks/": [lst("/webhooks/")],
     "webhooks/<uuid:delivery_id>/send-again": [obj("post", "/webhooks/{delivery}/send-again", 302)],
     "usage/email": [none("get", "/usage/email")],
-    "jobs/<uuid:job_id>": [obj("get", J, 200)],
-    "jobs/<uuid:job_id>/live.json": [obj("get", J + "/live.json", 200)],
-    "jobs/<uuid:job_id>/cancel": [obj("post", J + "/cancel", 302)],
-    "jobs/<uuid:job_id>/retry": [obj("post", J + "/retry", 302)],
-    "jobs/<uuid:job_id>/delete": [obj("post", J + "/delete", 302)],
+    "jobs/<uuid:job_id>": [led("get", J, 200)],
+    "jobs/<uuid:job_id>/live.json": [led("get", J + "/live.json", 200)],
+    "jobs/<uuid:job_id>/cancel": [led("post", J + "/cancel", 302)],
+    "jobs/<uuid:job_id>/retry": [led("post", J + "/retry", 302)],
+    "jobs/<uuid:job_id>/delete": [obj("post", J + "/delete", 302)],  # the owner's alone
     "jobs/<uuid:job_id>/targets/<int:index>/replace": [obj("post", J + "/targets/1/replace", 302, data="photo")],
-    "jobs/<uuid:job_id>/sources/<int:n>": [obj("get", J + "/sources/0", 200)],
-    "jobs/<uuid:job_id>/targets/<int:index>": [obj("get", J + "/targets/0", 200)],
-    "jobs/<uuid:job_id>/outputs/<int:index>": [obj("get", J + "/outputs/0", 200),
-                                               obj("get", J + "/outputs/0?download=1", 200)],
-    "jobs/<uuid:job_id>/thumbs/<int:index>": [obj("get", J + "/thumbs/0", 200)],
-    "jobs/<uuid:job_id>/inputs/<int:index>": [obj("get", J + "/inputs/0", 200),
-                                              obj("get", J + "/inputs/0?download=1", 200)],
-    "jobs/<uuid:job_id>/results.zip": [obj("get", J + "/results.zip", 200)],
+    "jobs/<uuid:job_id>/sources/<int:n>": [led("get", J + "/sources/0", 200)],
+    "jobs/<uuid:job_id>/targets/<int:index>": [led("get", J + "/targets/0", 200)],
+    "jobs/<uuid:job_id>/outputs/<int:index>": [led("get", J + "/outputs/0", 200),
+                                               led("get", J + "/outputs/0?download=1", 200)],
+    "jobs/<uuid:job_id>/thumbs/<int:index>": [led("get", J + "/thumbs/0", 200)],
+    "jobs/<uuid:job_id>/inputs/<int:index>": [led("get", J + "/inputs/0", 200),
+                                              led("get", J + "/inputs/0?download=1", 200)],
+    "jobs/<uuid:job_id>/results.zip": [led("get", J + "/results.zip", 200)],
+    # a team lead's pages (jobs/web/views/teams.py)
+    "teams/": [none("get", "/teams/")],  # the teams one leads: a redirect to the one, or 404
+    "teams/<str:account>/": [team("get", "/teams/vfx/", 200)],
+    "teams/<str:account>/members/<int:user_id>/limits": [
+        team("post", "/teams/vfx/members/{owner_pk}/limits", 302, data={"gpu_hours_per_month": "5"})],
+    "teams/<str:account>/templates": [team("post", "/teams/vfx/templates", 302, data={"template": "{template}"})],
+    "teams/<str:account>/bookings/<uuid:booking_id>": [
+        team("post", "/teams/vfx/bookings/{booking}", 302, data={"decision": "refuse", "reason": "not now"})],
     # the JSON API (jobs/api/urls.py)
-    "api/v1/jobs": [lst("/api/v1/jobs"), none("post", "/api/v1/jobs", data={})],
-    "api/v1/jobs/<uuid:job_id>": [obj("get", A, 200), obj("delete", A, 200)],
-    "api/v1/jobs/<uuid:job_id>/cancel": [obj("post", A + "/cancel", 409)],
-    "api/v1/jobs/<uuid:job_id>/retry": [obj("post", A + "/retry", 202)],
-    "api/v1/jobs/<uuid:job_id>/results.zip": [obj("get", A + "/results.zip", 200)],
-    "api/v1/jobs/<uuid:job_id>/tasks": [obj("get", A + "/tasks", 200)],
-    "api/v1/jobs/<uuid:job_id>/outputs": [obj("get", A + "/outputs", 200)],
-    "api/v1/jobs/<uuid:job_id>/outputs/<int:index>": [obj("get", A + "/outputs/0", 200)],
+    "api/v1/jobs": [lst("/api/v1/jobs"), none("post", "/api/v1/jobs", data={}),
+                    team("get", "/api/v1/jobs?team=vfx", 200, missing=200)],
+    "api/v1/jobs/<uuid:job_id>": [led("get", A, 200), obj("delete", A, 200)],
+    "api/v1/jobs/<uuid:job_id>/cancel": [led("post", A + "/cancel", 409)],
+    "api/v1/jobs/<uuid:job_id>/retry": [led("post", A + "/retry", 202)],
+    "api/v1/jobs/<uuid:job_id>/results.zip": [led("get", A + "/results.zip", 200)],
+    "api/v1/jobs/<uuid:job_id>/tasks": [led("get", A + "/tasks", 200)],
+    "api/v1/jobs/<uuid:job_id>/outputs": [led("get", A + "/outputs", 200)],
+    "api/v1/jobs/<uuid:job_id>/outputs/<int:index>": [led("get", A + "/outputs/0", 200)],
     "api/v1/templates": [none("get", "/api/v1/templates")],
     "api/v1/folders": [none("get", "/api/v1/folders")],
     "api/v1/bookings": [lst("/api/v1/bookings")],
@@ -301,7 +352,7 @@ def body_of(response) -> str:
 def send(client: Client, call: Call, ids: dict, jpeg_bytes: bytes):
     url = call.url.format(**ids)
     headers = dict(call.headers or {})
-    data = call.data
+    data = {k: v.format(**ids) for k, v in call.data.items()} if isinstance(call.data, dict) else call.data
     if data == "photo":
         data = {"file": SimpleUploadedFile("fixed.jpg", jpeg_bytes, content_type="image/jpeg")}
     if isinstance(data, bytes):
@@ -320,15 +371,17 @@ def client_of(user: User) -> Client:
 @pytest.mark.parametrize("who", CALLERS)
 @pytest.mark.parametrize("route", sorted(ROWS))
 def test_only_the_owner_reaches_their_work(route, who, callers, world, jpeg_bytes):
-    missing_ids = {k: str(uuid.uuid4()) for k in world.ids}
+    ids = {**world.ids, **world.extra}
+    missing_ids = {**{k: str(uuid.uuid4()) for k in world.ids}, **world.extra}
     for call in ROWS[route]:
         before = world.state()
-        r = send(client_of(callers[who]), call, world.ids, jpeg_bytes)
+        r = send(client_of(callers[who]), call, ids, jpeg_bytes)
         body = body_of(r)
-        if who == "owner":
-            if call.owner is not None:
-                assert r.status_code == call.owner, (call, body[:500])
-            if call.kind == "list":
+        if (who == "owner" and call.kind != "team") or (who == "lead" and call.lead is not None):
+            expected = call.owner if who == "owner" else call.lead
+            if expected is not None:
+                assert r.status_code == expected, (call, body[:500])
+            if call.kind == "list" or (call.kind == "team" and r.status_code == 200):
                 assert any(m in body for m in world.markers), call
             continue
         # An id the caller sent may come back (the page's own address, in its language switch): not a leak.
@@ -339,6 +392,8 @@ def test_only_the_owner_reaches_their_work(route, who, callers, world, jpeg_byte
             assert (r.status_code, missing.status_code) == (call.missing, call.missing), call
         elif call.kind == "list":
             assert r.status_code == call.owner, (call, body[:500])
+        elif call.kind == "team":
+            assert r.status_code == call.missing, (call, body[:500])
         assert world.state() == before, call
 
 
@@ -372,13 +427,27 @@ def test_a_socket_shows_only_the_owners_own_jobs(route, who, callers, world, _ow
 
     @run_async
     async def check():
-        if WS_ROWS[route] == "object" and who != "owner":
+        reaches = who == "owner" or (who == "lead" and WS_ROWS[route] == "object")  # a lead follows a team job
+        if WS_ROWS[route] == "object" and not reaches:
             assert await refusal_code(path, callers[who]) == CLOSE_NOT_FOUND
             assert await refusal_code(path.replace(world.ids["job"], str(uuid.uuid4())), callers[who]) == CLOSE_NOT_FOUND
             return
         comm = await connect(path, callers[who])
         snapshot = await comm.receive_from()
         await comm.disconnect()
-        assert any(m in snapshot for m in world.markers) == (who == "owner"), snapshot[:300]
+        assert any(m in snapshot for m in world.markers) == reaches, snapshot[:300]
 
     check()
+
+
+# ---- team folders: the folder browser ------------------------------------------------------------
+
+@pytest.mark.parametrize("who", CALLERS)
+def test_the_folder_browser_lists_a_team_folder_to_its_team_only(who, callers, world):
+    """The top of the browser (page and API) offers the vfx team's folder to its members and lead
+    only; staff, a superuser and the other team never see it (jobs.clusters.team_roots)."""
+    Team.objects.filter(slurm_account="vfx").update(target_roots=["/srv/ffportal/storage/teams/vfx-secret"])
+    client = client_of(callers[who])
+    answers = [body_of(client.get("/folders")), body_of(client.get("/api/v1/folders"))]
+    in_team = who in ("owner", "member", "lead")
+    assert all(("vfx-secret" in body) == in_team for body in answers), (who, [b[:300] for b in answers])

@@ -52,3 +52,20 @@ def test_the_attempt_history_becomes_rows_and_back():
 def executor_leaf():
     executor = MigrationExecutor(connection)
     return executor.loader.graph.leaf_nodes()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_team_job_made_before_team_folders_keeps_its_folder_and_a_new_one_gets_the_prefix():
+    old = migrate([("jobs", "0031_team_usage")])
+    User, Group = old.get_model("auth", "User"), old.get_model("auth", "Group")
+    Profile, Job, Team = (old.get_model("jobs", name) for name in ("ClusterProfile", "Job", "Team"))
+    owner = User.objects.create(username="alice")
+    profile = Profile.objects.create(name="P", slug="p", host="h", username="u", private_key="k", known_hosts="k",
+                                     work_root="/w")
+    team = Team.objects.create(group=Group.objects.create(name="VFX"), slurm_account="vfx")
+    before = Job.objects.create(owner=owner, cluster=profile, team=team, slurm_account="vfx")
+    migrate(executor_leaf())
+    from jobs.models import Job as NewJob  # the model as the code reads it, after the migration
+    assert NewJob.objects.get(pk=before.pk).folder.root == "/w/jobs/" + str(before.pk)
+    made = NewJob.objects.create(owner_id=owner.pk, cluster_id=profile.pk, team_id=team.pk, slurm_account="vfx")
+    assert made.folder.root == f"/w/teams/vfx/jobs/{made.pk}"

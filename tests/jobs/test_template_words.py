@@ -248,3 +248,7 @@ def test_seed_local_gives_every_template_and_cluster_chinese_words_in_plain_lang
     from jobs.models import Team
     demo = User.objects.get(username="demo")
     assert sorted((t.name, t.slurm_account) for t in Team.objects.of(demo)) == [("Post", "post"), ("VFX", "vfx")]
+    # a lead each (docs/teams.md): the demo user leads VFX, so a newcomer sees the team page; lin leads Post
+    leads = {t.slurm_account: sorted(t.leads.values_list("username", flat=True)) for t in Team.objects.all()}
+    assert leads == {"vfx": ["demo"], "post": ["lin"]}
+    assert User.objects.get(username="lin").check_password("demo-pass-123")

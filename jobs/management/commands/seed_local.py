@@ -1,4 +1,5 @@
-"""`manage.py seed_local`: the local cluster profile, two templates and a demo account.
+"""`manage.py seed_local`: the local cluster profile, two templates, a demo account and two teams
+with a folder each.
 
 Every sample template and cluster has an English and a Simplified Chinese name, and a card
 description in plain words for someone who has never seen a cluster: what it is for, never how
@@ -11,6 +12,7 @@ demo password once set.
 """
 import json
 import os
+import posixpath
 import secrets
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+import cluster
 from jobs.models import ClusterProfile, Team, Template
 
 
@@ -158,11 +161,68 @@ class Command(BaseCommand):
         else:
             self.stdout.write(f"demo account: {user.username} (password unchanged)")
         # Two teams, each its own Slurm account (made on a cluster before its first job there); the
-        # demo user is in both, so New job asks which team a job is for.
+        # demo user is in both, so New job asks which team a job is for. Each team has a lead: the demo
+        # user leads VFX (so a newcomer sees the team page), "lin" leads Post; "ana" is a VFX member.
+        teams = {}
         for group_name, account in (("VFX", "vfx"), ("Post", "post")):
             group, _new = Group.objects.get_or_create(name=group_name)
-            Team.objects.get_or_create(group=group, defaults={"slurm_account": account})
+            teams[account], _new = Team.objects.get_or_create(group=group, defaults={"slurm_account": account})
             user.groups.add(group)
-        self.stdout.write("teams: VFX (Slurm account vfx), Post (post); the demo account is in both")
+        teams["vfx"].leads.add(user)
+        for name, account, leads in (("lin", "post", True), ("ana", "vfx", False)):
+            self.stdout.write(demo_person(name, password, teams[account], leads))
+        self.stdout.write("teams: VFX (Slurm account vfx, lead: the demo account), Post (post, lead: lin); "
+                          "the demo account is in both")
+        self.stdout.write(seed_team_folders(profile, storage, env("FFP_SAMPLE_FACES", storage + "/samples/faces")))
         self.stdout.write(f"cluster profile 'local': {profile.username}@{profile.host}:{profile.port}, "
                           f"sample folder {env('FFP_SAMPLE_FACES', storage + '/samples/faces')}")
+
+
+def demo_person(name: str, password: str | None, team: Team, lead: bool) -> str:
+    """Another demo person in `team` (its lead when `lead`), with the demo password when it is known
+    (first run, or --demo-password); never reset otherwise."""
+    person, created = User.objects.get_or_create(username=name, defaults={"email": f"{name}@localhost"})
+    if created or password:
+        person.set_password(password or secrets.token_urlsafe(9))
+        person.save()
+    person.groups.add(team.group)
+    if lead:
+        team.leads.add(person)
+    role = "lead of" if lead else "member of"
+    return f"demo account: {name} ({role} {team.name}), " + ("same password" if password else "password unchanged")
+
+
+#: the sample photos each demo team's folder starts with (scripts/cluster/up.sh puts them in the samples)
+TEAM_SAMPLES = ("t1.jpg", "astronaut.png")
+
+#: `sh -c` SCRIPT samples folder...: each folder made (umask 077 on the cluster: mode 700) and the
+#: samples copied in where missing (mode 600), as the service user: theirs to read, nobody else's
+_MAKE_TEAM_FOLDERS = r"""samples=$1; shift
+for folder; do
+  mkdir -p -- "$folder" || exit 1
+  for name in %s; do [ -e "$folder/$name" ] || cp -- "$samples/$name" "$folder/$name" || exit 1; done
+done""" % " ".join(TEAM_SAMPLES)
+
+
+def seed_team_folders(profile: ClusterProfile, storage: str, samples: str) -> str:
+    """The demo teams' folders (docs/teams.md): `<storage>/teams/<account>` for VFX and Post, set on
+    each team that has no folder yet (an admin's choice stays), and made on the local cluster with
+    two sample photos, over SSH as the service user, as the portal makes every folder there (one
+    command; scripts/cluster/up.sh makes `<storage>/teams` theirs). What was done, in one line; a
+    cluster that cannot be reached is said, not fatal."""
+    folders = []
+    for team in Team.objects.filter(slurm_account__in=("vfx", "post")).order_by("slurm_account"):
+        mine = posixpath.join(storage, "teams", team.slurm_account)
+        if not team.target_roots:
+            team.target_roots = [mine]
+            team.save(update_fields=["target_roots"])
+        if team.target_roots == [mine]:
+            folders.append(mine)
+    if not folders:
+        return "team folders: as an admin set them"
+    try:
+        cluster.runner_for(profile).run(["sh", "-c", _MAKE_TEAM_FOLDERS, "sh", samples, *folders], timeout=60,
+                                        check=True)
+    except cluster.ClusterError as exc:
+        return f"team folders {', '.join(folders)}: not made on the cluster ({exc}); make them there by hand"
+    return f"team folders: {', '.join(folders)} ({len(TEAM_SAMPLES)} sample photos each)"

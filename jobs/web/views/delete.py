@@ -18,7 +18,7 @@ from jobs.web.views import get_job_for_user
 @require_POST
 @login_required
 def job_delete(request: HttpRequest, job_id: UUID) -> HttpResponse:
-    job = get_job_for_user(request.user, job_id)
+    job = get_job_for_user(request.user, job_id, own=True)
     if job.files_deleted_at is not None:
         messages.info(request, _("The files of this job were already deleted."))
     elif job.is_active:

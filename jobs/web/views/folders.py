@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_safe
 
 from jobs.clusters import browse as browsing  # the module, so tests can swap browsing.browse
+from jobs.clusters import team_roots
 from jobs.clusters.folder_check import count_folder
 from jobs.errors import BrowseError
 from worker.manifest import IMAGE_EXTENSIONS, is_video_name
@@ -43,7 +44,8 @@ def folder_browse(request: HttpRequest) -> HttpResponse:
             dirs=[e for e in entries if e["type"] == "dir"],
             files=files[:FILES_SHOWN],
             files_hidden=max(len(files) - FILES_SHOWN, 0),
-            crumbs=breadcrumbs(listing["path"], list(profile.target_roots) if profile else []),
+            crumbs=breadcrumbs(listing["path"], list(team_roots.for_user(request.user, profile).allowed)
+                               if profile else []),
         )
     context["profiles"] = profiles if len(profiles) > 1 else []
     template = "jobs/_folder_listing.html" if request.GET.get("partial") else "jobs/folder_browse.html"
@@ -90,6 +92,6 @@ def folder_check(request: HttpRequest) -> JsonResponse:
                              "summary": _("No cluster is available to you. Ask an admin for a template.")}, status=404)
     if not path:
         return JsonResponse({"ok": False, "reachable": True, "images": 0, "videos": 0, "summary": ""})
-    found = count_folder(profile, path)
+    found = count_folder(profile, path, team_roots.for_user(request.user, profile))
     return JsonResponse({"ok": found.ok, "reachable": found.reachable, "images": found.images, "videos": found.videos,
                          "path": found.path, "summary": found.summary()})

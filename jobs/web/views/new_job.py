@@ -151,13 +151,15 @@ def _job_to_repeat(request: HttpRequest, job_id: str) -> Job | None:
 
 
 def _fill_from(form: NewJobForm, job: Job, user, targets=None, with_sources: bool = True) -> dict[str, list[Upload]]:
-    """Prefill the form from `job`: the same template (if still offered), folder and name; its face
-    photos and uploaded files (`targets`, default: all) made ready to send again (linked, not
-    copied). Consent is asked again."""
+    """Prefill the form from `job`: the same template (if still offered), team (if still theirs),
+    folder and name; its face photos and uploaded files (`targets`, default: all) made ready to send
+    again (linked, not copied). Consent is asked again."""
     if form.fields["template"].queryset.filter(pk=job.template_id).exists():
         form.initial["template"] = job.template_id
     form.initial["face_selector"] = job.snapshot.face_selector
     form.initial["target_folder"] = job.target_folder
+    if job.team_id and form.fields["team"].queryset.filter(pk=job.team_id).exists():
+        form.initial["team"] = job.team_id  # the same team: its folder may be the team's (jobs.clusters.team_roots)
     form.initial["name"] = job.name
     form.initial["callback_url"] = job.callback_url
     sources = [upload_store.keep(user, s.file.path, UploadKind.SOURCE, name=s.original_name)

@@ -41,7 +41,7 @@ JOB_STARTED_TAG = "job-started"
 @login_required
 @require_safe
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = Job.objects.visible_to(request.user).select_related("template").order_by("-created_at", "-pk")
+    jobs = Job.objects.owned(request.user).select_related("template").order_by("-created_at", "-pk")
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "jobs/job_list.html", {"page": page})
 
@@ -62,10 +62,12 @@ def job_detail(request: HttpRequest, job_id: UUID) -> HttpResponse:
         "cluster_unreachable_since": job.cluster.unreachable_since if job.is_active else None,
         "template_name": job.snapshot.shown_name,  # what it ran with, not the edited template
         "can_retry": can_retry(job),
-        "can_replace": job.is_final,
+        # A team lead reaches a member's job (jobs.access) but deletes and replaces nothing of it
+        "is_owner": job.owner_id == request.user.pk,
+        "can_replace": job.is_final and job.owner_id == request.user.pk,
         "replaceable": [str(s) for s in REPLACEABLE],
         "run_again_url": f"{reverse('job-new')}?again={job.id}",
-        "look_again_url": f"{reverse('job-new')}?again={job.id}&only={again.ONLY_LOOK}",
+        "look_again_url": again.look_again_url(job),
         "look_again_now": again.can_try_again(job),
         "look_again_later": job.is_active and not job.is_preview,  # shown by the live script if it ends flagged
         "sources": job_sources(job),
@@ -111,7 +113,7 @@ def job_retry(request: HttpRequest, job_id: UUID) -> HttpResponse:
 @login_required
 def target_replace(request: HttpRequest, job_id: UUID, index: int) -> HttpResponse:
     """Replace file: the new file of a failed or cancelled target, read by the next Retry (jobs.job.retry)."""
-    target = get_target_for_user(request.user, job_id, index)
+    target = get_target_for_user(request.user, job_id, index, own=True)
     if "file" not in request.FILES:
         messages.error(request, _("Choose the file to use instead."))
     else:

@@ -35,7 +35,7 @@ def target_detail(request: HttpRequest, job_id: UUID, index: int) -> HttpRespons
         "sources": source_faces(job),
         "look": target_self_check_words(target),
         "look_advice": ADVICE,
-        "look_again_url": f"{reverse('job-new')}?again={job.id}&only={again.ONLY_LOOK}" if again.can_try_again(job) else "",
+        "look_again_url": again.look_again_url(job) if again.can_try_again(job) else "",
         **neighbours(target),
     }
     return render(request, "jobs/target_detail.html", context)

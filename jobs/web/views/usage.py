@@ -14,10 +14,11 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from jobs.models import UsageRecord
+from jobs.models import Team, UsageRecord
 from jobs.quotas import quota_status
 from jobs.results.files import OnePieceAtATime
 from jobs.usage.accounting import MonthUsage, usage_by
+from jobs.usage.team_usage import team_usage_rows
 
 #: months shown on the user's chart
 CHART_MONTHS = 12
@@ -99,6 +100,9 @@ def usage(request: HttpRequest) -> HttpResponse:
         "anchor": "#jobs",
         "quota": status.gpu,  # the tightest GPU-hour limit, counted as Start counts it
         "resets_on": status.resets_on,
+        # A team lead's teams, each with its usage from Slurm's accounting (this month): on the usage
+        # page, with a way to the team page for members and months (jobs/web/views/teams.py)
+        "led_teams": [(team, team_usage_rows(team, months=1, now=now)) for team in Team.objects.led_by(request.user)],
     }
     return render(request, "jobs/usage.html", context)
 
