@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import time
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 import cluster
-from cluster import ClusterError, PathNotAllowed, RemoteFileError, list_folder_in_roots
+from cluster import ClusterError, ClusterUnreachable, PathNotAllowed, RemoteFileError, list_folder_in_roots
 from jobs.clusters.team_roots import Roots
 from worker.manifest import IMAGE_EXTENSIONS, is_video_name
 
@@ -109,10 +110,18 @@ def outside_words(path: str, roots: Roots, runner) -> str:
     be used (never another team's folder: a candidate there is refused before the cluster is asked),
     else the allowed roots themselves."""
     allowed = list(roots.allowed)
+    # One check's time for all the candidates together, and none after the cluster stopped answering:
+    # Start asks this in the web request, and a slow cluster must not hold it for minutes.
+    deadline = time.monotonic() + CHECK_TIMEOUT_S
     for candidate in suggestions(path, allowed)[:SUGGESTIONS_TRIED]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
         try:
-            list_folder_in_roots(runner, candidate, allowed, timeout=CHECK_TIMEOUT_S, refused=roots.refused)
-        except ClusterError:  # missing, outside (or another team's) through a link, or not answering: none
+            list_folder_in_roots(runner, candidate, allowed, timeout=left, refused=roots.refused)
+        except ClusterUnreachable:  # not answering (or too slow): the plain refusal, at once
+            break
+        except ClusterError:  # missing, or outside (or another team's) through a link: the next one
             continue
         return _("%(folder)s is not one of the folders you may use. Did you mean %(suggestion)s?") % {
             "folder": path, "suggestion": candidate}

@@ -15,7 +15,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from jobs.clusters.folder_check import suggestions
+from cluster import CommandTimedOut
+from jobs.clusters.folder_check import outside_words, suggestions
+from jobs.clusters.team_roots import Roots
 from jobs.models import Job, JobStatus, Target, TargetStatus
 from jobs.web.views.pages import progress_pct
 from tests.fake_ssh import run_here
@@ -191,3 +193,17 @@ def test_the_live_list_writes_the_same_date():
     assert "pageDate(job.created_at" in source and "toLocaleString" not in (FORMAT_JS.read_text() + source)
     assert node('f.pageDate("2026-12-31T16:05:00Z", "Asia/Shanghai")') == "2027-01-01 00:05"
 
+
+
+def test_a_cluster_that_stops_answering_is_asked_about_one_suggestion_only(template, fake_ssh):
+    """Start asks for suggestions inside the web request: a cluster that times out is not asked about
+    the next candidate (up to four), and the refusal still says which folders may be used."""
+    asked = []
+
+    def too_slow(argv):
+        asked.append(argv)
+        raise CommandTimedOut("no answer in 15 s")
+
+    words = outside_words("ux3/photos", Roots(("/srv/a", "/srv/b", "/srv/c"), ()), fake_ssh(on_run=too_slow))
+    assert len(asked) == 1
+    assert words.startswith("ux3/photos is outside the folders you may use. Folders you may use: /srv/a, /srv/b")
