@@ -25,7 +25,7 @@ from jobs.job import again
 from jobs.job.lifecycle import request_cancel
 from jobs.job.retry import retry_failed, retry_refusal
 from jobs.job.start import start_job
-from jobs.models import ClusterProfile, Job, JobStatus, Template
+from jobs.models import ClusterProfile, Job, JobStatus, Team, Template
 from jobs.results.files import download_name, output_path, record_download, serve_file, stream_results_zip
 from jobs.results.retention import files_gone_message
 from jobs.uploads import store as upload_store
@@ -287,7 +287,10 @@ def job_output(request, job_id, index):
 
 @api_view("GET")
 def templates(request):
-    usable = Template.objects.usable_by(request.user).select_related("cluster")
+    """The templates the caller may start with: open to them, and used by one of their teams (a
+    team's lead may choose its templates: Team.templates; Start checks the job's own team)."""
+    teams = list(Team.objects.of(request.user))
+    usable = Template.objects.usable_by(request.user).used_by(teams).select_related("cluster")
     return JsonResponse([serializers.template_card(t) for t in usable], safe=False)
 
 

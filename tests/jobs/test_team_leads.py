@@ -208,3 +208,12 @@ def test_the_usage_page_gives_a_lead_the_teams_slurm_figure_this_month(client, c
     item = page[page.index('data-team="vfx"'):]
     assert 'href="/teams/vfx/"' in item[:200] and 'data-usage="team-gpu-hours">7.5' in item[:400]
     assert 'id="led-teams"' not in login(client, owner).get(reverse("usage")).content.decode()
+
+
+def test_the_api_offers_the_templates_the_team_sees(client, colleague, owner, vfx, template):
+    other = Template.objects.create(name="Slow CPU", slug="slow-cpu", cluster=template.cluster, partition="cpu",
+                                    gpu_count=0, mem="2G", time_limit="00:10:00", chunk_size=2, engine="classic")
+    api, _key = token_client(owner)
+    assert {t["slug"] for t in api.get("/api/v1/templates").json()} == {"quick-gpu", "slow-cpu"}
+    vfx.templates.set([other])
+    assert [t["slug"] for t in api.get("/api/v1/templates").json()] == ["slow-cpu"]
