@@ -51,7 +51,8 @@ screenshots: system venv
 	  tests/e2e/test_browser_uploads.py tests/e2e/test_browser_chinese.py tests/jobs/test_browser_gallery.py \
 	  tests/e2e/test_browser_bookings.py tests/jobs/test_browser_preview.py tests/jobs/test_browser_new_job.py \
 	  tests/jobs/test_browser_template_words.py tests/jobs/test_bookings_browser.py tests/jobs/test_browser_header.py \
-	  tests/jobs/test_browser_progress.py tests/jobs/test_browser_teams.py tests/jobs/test_browser_team_lead.py
+	  tests/jobs/test_browser_progress.py tests/jobs/test_browser_teams.py tests/jobs/test_browser_team_lead.py \
+	  tests/jobs/test_browser_cluster_page.py
 
 bench: venv
 	$(PY) bench/worker_throughput.py

@@ -41,7 +41,10 @@ from .resources import (
 )
 from .sbatch import SbatchSpec, compress_ranges, render_script
 from .slurm import (
+    CONDITIONS,
+    GPU_STATES,
     REFUSAL_CODES,
+    USABLE_CONDITIONS,
     ClusterLimits,
     GpuUse,
     NodeGpus,
@@ -55,8 +58,11 @@ from .slurm import (
     find_job_by_name,
     gpu_history_argv,
     gpu_inventory_argv,
+    gpu_states,
     gres_gpu_types,
     job_leave_reservation_argv,
+    node_condition,
+    node_gpus,
     parse_gpu_history,
     parse_gpu_inventory,
     parse_reservations,
@@ -125,6 +131,8 @@ __all__ = [
     "reservation_delete_argv", "reservations_show_argv", "parse_reservations", "reservation_refusal",
     "gpu_inventory_argv", "parse_gpu_inventory", "gpu_history_argv", "parse_gpu_history", "expand_hostlist",
     "slurm_time", "parse_slurm_time", "window_minutes", "job_leave_reservation_argv", "parse_slurm_release", "reserves_gpus",
+    # what each node is doing (the admin's Clusters page, /metrics)
+    "CONDITIONS", "GPU_STATES", "USABLE_CONDITIONS", "node_condition", "node_gpus", "gpu_states",
     # states
     "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
     "effective_state", "plain_reason", "pending_reason",

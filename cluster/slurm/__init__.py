@@ -38,6 +38,7 @@ from .commands import (
 )
 from .history import GpuUse, gpu_history_argv, parse_gpu_history
 from .limits import ClusterLimits, chunk_size_for, parse_scontrol_config, sbatch_refusal, scontrol_config_argv
+from .node_states import CONDITIONS, GPU_STATES, USABLE_CONDITIONS, gpu_states, node_condition, node_gpus
 from .nodes import (
     SlurmNode,
     dead_nodes_argv,
@@ -79,6 +80,7 @@ from .reservations import (
 )
 
 __all__ = [
+    "CONDITIONS", "GPU_STATES", "USABLE_CONDITIONS", "gpu_states", "node_condition", "node_gpus",
     "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv",
     "scontrol_partitions_argv", "accounting_when_needed_argv", "AccountingAnswer", "parse_accounting_when_needed",
     "squeue_tasks_argv", "parse_squeue_tasks", "dead_nodes_argv", "parse_dead_nodes",

@@ -31,6 +31,11 @@ class SlurmNode:
     gpus_used: int = 0  # allocated to running jobs now (sinfo's gres_used "gpu:h200:1(IDX:1)")
     gpu_types: list[str] = dataclasses.field(default_factory=list)  # ["h200"] from gres "gpu:h200:2"
     state_flags: list[str] = dataclasses.field(default_factory=list)  # ["DRAIN"], ...
+    gres_used: str = ""  # "gpu:h200:1(IDX:1)": what running jobs hold, per type (gpus_by_type)
+    reason: str = ""  # why an admin (or Slurm) drained it or took it down: "maintenance"
+    reason_by: str = ""  # who set the reason ("root"; "" when the version does not say)
+    reason_at: int = 0  # when, in Unix seconds (0: not said)
+    reservation: str = ""  # the reservation holding the node now (24.11 on; 22.05 only flags RESERVED)
 
     @property
     def usable(self) -> bool:
@@ -51,11 +56,29 @@ def parse_sinfo(json_text: str) -> list[SlurmNode]:
     nodes = []
     for rec in json_records(data, "nodes"):
         gres = str(rec.get("gres") or "")
-        nodes.append(_node(str(rec.get("name") or ""), str(rec.get("state") or ""),
-                           [str(f) for f in rec.get("state_flags") or []],
-                           [str(p) for p in rec.get("partitions") or []], json_number(rec.get("cpus")),
-                           json_number(rec.get("real_memory")), gres, str(rec.get("gres_used") or "")))
+        node = _node(str(rec.get("name") or ""), str(rec.get("state") or ""),
+                     [str(f) for f in rec.get("state_flags") or []],
+                     [str(p) for p in rec.get("partitions") or []], json_number(rec.get("cpus")),
+                     json_number(rec.get("real_memory")), gres, str(rec.get("gres_used") or ""))
+        nodes.append(_with_reason(node, rec))
     return nodes
+
+
+def _with_reason(node: SlurmNode, rec: dict) -> SlurmNode:
+    """The reason fields of a record: 22.05 prints `reason` as a text with `reason_set_by_user` and
+    `reason_changed_at` beside it; 24.11 a {"description", "time", "user"} object; 26.05 the object
+    without "user", which moved back beside it as `reason_set_by_user`."""
+    reason = rec.get("reason")
+    if isinstance(reason, dict):
+        node.reason = str(reason.get("description") or "")
+        node.reason_by = str(reason.get("user") or rec.get("reason_set_by_user") or "")
+        node.reason_at = json_number(reason.get("time")) or 0
+    else:
+        node.reason = str(reason or "")
+        node.reason_by = str(rec.get("reason_set_by_user") or "")
+        node.reason_at = json_number(rec.get("reason_changed_at")) or 0
+    node.reservation = str(rec.get("reservation") or "")
+    return node
 
 
 def parse_slurm_release(json_text: str) -> str:
@@ -98,10 +121,10 @@ def _from_groups(groups: list[dict]) -> list[SlurmNode]:
                         by_name[name].partitions.append(partition)
                     continue
                 # Alike nodes share a group: cpus and memory per node are its minimum (= maximum).
-                by_name[name] = _node(name, states[0] if states else "", states[1:], [partition] if partition else [],
-                                      json_number((rec.get("cpus") or {}).get("maximum")),
-                                      json_number((rec.get("memory") or {}).get("maximum")),
-                                      str(gres.get("total") or ""), str(gres.get("used") or ""))
+                by_name[name] = _with_reason(_node(
+                    name, states[0] if states else "", states[1:], [partition] if partition else [],
+                    json_number((rec.get("cpus") or {}).get("maximum")), json_number((rec.get("memory") or {}).get("maximum")),
+                    str(gres.get("total") or ""), str(gres.get("used") or "")), rec)
     return list(by_name.values())
 
 
@@ -109,7 +132,7 @@ def _node(name: str, state: str, flags: list[str], partitions: list[str], cpus: 
           gres: str, gres_used: str) -> SlurmNode:
     return SlurmNode(name=name, state=state.lower(), partitions=partitions, cpus=cpus or 0, memory_mb=memory_mb or 0,
                      gpus=_gpu_count(gres), gres=gres, gpus_used=_gpu_count(gres_used), gpu_types=gres_gpu_types(gres),
-                     state_flags=[f.upper() for f in flags])
+                     state_flags=[f.upper() for f in flags], gres_used=gres_used)
 
 
 _GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,()]+))?:(\d+)")

@@ -21,6 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from cluster import ClusterError
 from jobs.admin.base import AuditedAdmin
+from jobs.admin.clusters import cluster_page_urls
 from jobs.clusters.survey import plain_error, survey_profile
 from jobs.models import ClusterProfile
 from jobs.secrets import SecretText
@@ -104,6 +105,7 @@ class ClusterProfileAdmin(AuditedAdmin):
         return [
             path("<path:object_id>/test-connection/", self.admin_site.admin_view(self.test_connection_view),
                  name="jobs_clusterprofile_test_connection"),
+            *cluster_page_urls(self),  # the Clusters page (jobs.admin.clusters), before "<object_id>/"
             *super().get_urls(),
         ]
 

@@ -212,3 +212,13 @@ def enqueue_team_usage_read() -> None:
     collapses a second click while the first read is still queued."""
     queue().enqueue("jobs.usage.team_usage.read_again", job_id="team-usage-read", job_timeout=TEAM_USAGE_TIMEOUT,
                     result_ttl=60, failure_ttl=FAILURE_TTL)
+
+
+def enqueue_node_email(profile_id: int, node: dict, seen_at: str) -> None:
+    """Email the admins that a cluster node stopped taking work (jobs.clusters.node_mail). Never
+    raises (logged): the watcher's sweep must go on."""
+    try:
+        queue().enqueue("jobs.clusters.node_mail.notify_node_stopped", profile_id, node, seen_at,
+                        job_timeout=NOTIFY_TIMEOUT, result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("cluster %s: email about node %s not queued: %s", profile_id, node.get("name"), exc)

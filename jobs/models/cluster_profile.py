@@ -87,6 +87,9 @@ class ClusterProfile(models.Model):
     last_contact_at = models.DateTimeField(null=True, blank=True, editable=False)
     unreachable_since = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
+    #: the nodes as the watcher last read them (jobs.clusters.node_states): {"read_at", "nodes",
+    #: "failed_since", "error"}; the admin's Clusters page and /metrics show it, never asking SSH
+    node_states = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
         verbose_name = _("cluster profile")

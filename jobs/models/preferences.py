@@ -78,6 +78,7 @@ class NoticeKind(models.TextChoices):
     QUOTA_100 = "quota_100", _("monthly GPU-hours used up")
     BOOKING = "booking", _("booking")
     RETENTION = "retention", _("files to be deleted soon")
+    NODE_DOWN = "node_down", _("a cluster node stopped taking work")
 
 
 class NoticeStatus(models.TextChoices):

@@ -187,5 +187,25 @@ class WatcherCollector(_Safe):
         yield unreachable
 
 
+class ClusterGpuCollector(_Safe):
+    """GPUs per cluster, type and state, as the watcher last read the nodes (jobs.clusters.node_states):
+    the stored reading, never SSH. A cluster never read has no series."""
+
+    name = "cluster_gpus"
+
+    def figures(self):
+        from cluster import GPU_STATES
+        from jobs.clusters.node_states import all_cluster_gpus
+
+        gpus = GaugeMetricFamily("ffportal_gpus", "GPUs per cluster, GPU type and state (free, busy, booked, "
+                                 "draining or drained, down, asleep), as the watcher last read sinfo.",
+                                 labels=["cluster", "type", "state"])
+        for reading in all_cluster_gpus():
+            for kind, counts in reading.by_type.items():
+                for state in GPU_STATES:
+                    gpus.add_metric([reading.profile.slug, kind, state], counts[state])
+        yield gpus
+
+
 def all_collectors():
-    return [DatabaseCollector(), QueueCollector(), WatcherCollector()]
+    return [DatabaseCollector(), QueueCollector(), WatcherCollector(), ClusterGpuCollector()]

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from jobs import bookings, webhooks
 from jobs.background.recovery import requeue_orphans
+from jobs.clusters import node_states
 from jobs.models import ClusterProfile
 from jobs.ops import heartbeat
 from jobs.ops import metrics as ops_metrics
@@ -45,6 +46,7 @@ def _sweep() -> None:
                        ("webhooks: re-queueing due attempts", webhooks.send_due),
                        ("retention: beat", lambda: retention.beat(timezone.now())),
                        ("bookings: counting the clusters' GPUs", bookings.count_due),
+                       ("clusters: reading the nodes' states", node_states.read_due),
                        ("usage: reading usage by team from the clusters", team_usage.refresh_due)):
         _guarded(name, duty)
 
