@@ -60,6 +60,7 @@ from .slurm import (
     gpu_inventory_argv,
     gpu_states,
     gres_gpu_types,
+    health_fault,
     job_leave_reservation_argv,
     node_condition,
     node_gpus,
@@ -91,6 +92,8 @@ from .slurm import (
     sinfo_argv,
     slurm_time,
     squeue_argv,
+    wake_job_argv,
+    wake_minutes,
     window_minutes,
 )
 from .ssh import (
@@ -111,6 +114,7 @@ from .states import (
     is_terminal,
     pending_reason,
     plain_reason,
+    waking_reason,
 )
 
 __all__ = [
@@ -132,10 +136,11 @@ __all__ = [
     "gpu_inventory_argv", "parse_gpu_inventory", "gpu_history_argv", "parse_gpu_history", "expand_hostlist",
     "slurm_time", "parse_slurm_time", "window_minutes", "job_leave_reservation_argv", "parse_slurm_release", "reserves_gpus",
     # what each node is doing (the admin's Clusters page, /metrics)
-    "CONDITIONS", "GPU_STATES", "USABLE_CONDITIONS", "node_condition", "node_gpus", "gpu_states",
+    "CONDITIONS", "GPU_STATES", "USABLE_CONDITIONS", "node_condition", "node_gpus", "gpu_states", "health_fault",
+    "wake_job_argv", "wake_minutes",
     # states
     "TERMINAL_STATES", "ACTIVE_STATES", "base_state", "is_terminal", "is_memory_kill",
-    "effective_state", "plain_reason", "pending_reason",
+    "effective_state", "plain_reason", "pending_reason", "waking_reason",
     # what a job asks Slurm for
     "check_slurm_fields", "validate_time_limit", "validate_mem", "validate_gres", "time_limit_seconds",
     "mem_mb", "mem_text",

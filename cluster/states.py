@@ -195,6 +195,16 @@ def paused_reason(_: Callable[[str], str] = same) -> str:
     return _(_PAUSED)
 
 
+def waking_reason(boot_seconds: int, _: Callable[[str], str] = same) -> str:
+    """What a task says while Slurm wakes the powered-down computer it was given (squeue state
+    CONFIGURING: power saving's ResumeProgram is starting the node); `boot_seconds` is how long a
+    node of that cluster takes to wake (the cluster profile's setting)."""
+    minutes = max(1, int(boot_seconds / 60 + 0.5))  # to the nearest minute, halves up
+    if minutes == 1:
+        return _("starting a cluster computer, about a minute")
+    return _("starting a cluster computer, about %(n)s minutes") % {"n": minutes}
+
+
 def booking_over_reason(_: Callable[[str], str] = same) -> str:
     """What a task held because its booking's reservation ended says (state RESV_DEL_HOLD)."""
     return _(_BOOKING_OVER)

@@ -24,6 +24,9 @@ bash scripts/cluster/up.sh
 if [ "${FFP_NEWER:-0}" = 1 ]; then
   bash scripts/cluster/newer.sh 24.11 up
   bash scripts/cluster/newer.sh 26.05 up
+  # Power saving to see (docs/clusters.md): 26.05's second node sleeps after a minute idle, and
+  # Slurm wakes it for work or a booking. (Every node stays up by default, as the tests need.)
+  bash scripts/cluster/newer.sh 26.05 exec scontrol update SuspendExcNodes=ffp2605-n1
   bash scripts/cluster/worker-image.sh  # the worker's Apptainer image, and a template that runs it
 fi
 # shellcheck source=scripts/cluster/env.sh

@@ -38,7 +38,16 @@ from .commands import (
 )
 from .history import GpuUse, gpu_history_argv, parse_gpu_history
 from .limits import ClusterLimits, chunk_size_for, parse_scontrol_config, sbatch_refusal, scontrol_config_argv
-from .node_states import CONDITIONS, GPU_STATES, USABLE_CONDITIONS, gpu_states, node_condition, node_gpus
+from .node_states import (
+    CONDITIONS,
+    GPU_STATES,
+    HEALTH_TAG,
+    USABLE_CONDITIONS,
+    gpu_states,
+    health_fault,
+    node_condition,
+    node_gpus,
+)
 from .nodes import (
     SlurmNode,
     dead_nodes_argv,
@@ -60,6 +69,7 @@ from .output import (
     parse_scontrol_partitions,
     parse_squeue,
 )
+from .power import WAKE_JOB_NAME, wake_job_argv, wake_minutes
 from .queue import parse_squeue_tasks, squeue_tasks_argv
 from .reservations import (
     REFUSAL_CODES,
@@ -80,7 +90,10 @@ from .reservations import (
 )
 
 __all__ = [
-    "CONDITIONS", "GPU_STATES", "USABLE_CONDITIONS", "gpu_states", "node_condition", "node_gpus",
+    "CONDITIONS", "GPU_STATES", "USABLE_CONDITIONS", "gpu_states", "node_condition", "node_gpus", "health_fault",
+    "HEALTH_TAG",
+    # waking a booking's asleep nodes (power saving)
+    "WAKE_JOB_NAME", "wake_job_argv", "wake_minutes",
     "sbatch_argv", "squeue_argv", "sacct_argv", "sacct_exit_codes_argv", "scancel_argv", "sinfo_argv",
     "scontrol_partitions_argv", "accounting_when_needed_argv", "AccountingAnswer", "parse_accounting_when_needed",
     "squeue_tasks_argv", "parse_squeue_tasks", "dead_nodes_argv", "parse_dead_nodes",

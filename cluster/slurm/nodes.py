@@ -14,9 +14,10 @@ import re
 
 from .output import json_number, json_records, load_answer
 
-#: node states and flags in which a new task gets nothing from the node
+#: node states and flags in which a new task gets nothing from the node. A node asleep (power saving:
+#: POWERED_DOWN, POWERING_DOWN) is not among them: Slurm wakes it for the work or booking given it.
 _UNUSABLE_NODE_STATES = {"down", "drained", "draining", "fail", "failing", "future", "unknown", "inval"}
-_UNUSABLE_NODE_FLAGS = {"DRAIN", "FAIL", "NOT_RESPONDING", "MAINTENANCE", "POWERED_DOWN", "POWERING_DOWN"}
+_UNUSABLE_NODE_FLAGS = {"DRAIN", "FAIL", "NOT_RESPONDING", "MAINTENANCE"}
 
 
 @dataclasses.dataclass
@@ -39,7 +40,8 @@ class SlurmNode:
 
     @property
     def usable(self) -> bool:
-        """Whether a new task could get anything from the node: not down, failed, drained or draining."""
+        """Whether a new task could get anything from the node: not down, failed, drained or draining
+        (asleep is usable: it is woken for the task)."""
         return self.state not in _UNUSABLE_NODE_STATES and not _UNUSABLE_NODE_FLAGS & set(self.state_flags)
 
     @property

@@ -18,11 +18,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 import cluster
+from jobs.bookings import wake
 from jobs.clusters import node_states
 from jobs.models import ClusterProfile
 
@@ -66,7 +67,8 @@ def gpus_view(model_admin, request: HttpRequest) -> TemplateResponse:
         nodes = [{**n, "text": node_states.condition_text(n),
                   "gpus_text": ", ".join(f"{used}/{total} {kind or 'GPU'}" for kind, (total, used) in n["gpus"].items())}
                  for n in reading.nodes]
-        clusters.append({"reading": reading, "rows": rows, "nodes": nodes})
+        wakes = [_wake_text(item) for item in wake.upcoming(reading.profile, reading.nodes, now)]
+        clusters.append({"reading": reading, "rows": rows, "nodes": nodes, "wakes": wakes})
     context = {
         **model_admin.admin_site.each_context(request),
         "title": _("Clusters: nodes and GPUs"),
@@ -94,3 +96,14 @@ def _stale(profile: ClusterProfile, now) -> bool:
 def _state_label(state: str) -> str:
     return {"free": _("free"), "busy": _("busy"), "booked": _("booked"), "draining": _("draining or drained"),
             "down": _("down"), "asleep": _("asleep")}[state]
+
+
+def _wake_text(item: dict) -> str:
+    """One line of "What wakes next", in the reader's language and time zone."""
+    when = formats.date_format(timezone.localtime(item["when"]), "H:i")
+    if "node" in item:
+        return _("%(node)s is being powered on: ready about %(when)s") % {"node": item["node"], "when": when}
+    booking = item["booking"]
+    start = formats.date_format(timezone.localtime(booking.starts_at), "Y-m-d H:i")
+    return _("Booking “%(name)s” (%(count)s GPUs, starts %(start)s): its asleep nodes are woken at %(when)s") % {
+        "name": booking.task_name, "count": booking.gpu_count, "start": start, "when": when}

@@ -77,6 +77,7 @@ class ClusterProfileAdmin(AuditedAdmin):
         (_("Folders"), {"fields": ("work_root", "target_roots", "path_mapping", "worker_python", "worker_path",
                                    "models_dir")}),
         (_("Job size"), {"fields": ("max_targets_per_job", "max_array_size", "max_job_count", "slurm_release")}),
+        (_("Power saving"), {"fields": ("node_boot_seconds",)}),
         (_("Health"), {"fields": ("last_contact_at", "unreachable_since", "last_error")}),
     )
 

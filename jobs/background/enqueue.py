@@ -120,6 +120,16 @@ def enqueue_reservation(booking) -> None:
                     result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
 
 
+def enqueue_booking_wake(booking) -> None:
+    """Wake the asleep nodes of a booking that starts soon (jobs.bookings.wake). Never raises
+    (logged): the beat must go on, and Slurm still wakes them when the booking's work comes."""
+    try:
+        queue().enqueue("jobs.bookings.wake.wake_nodes", str(booking.id), job_id=reservation_rq_id(booking, "wake"),
+                        job_timeout=RESERVATION_TIMEOUT, result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("booking %s: waking its nodes not queued: %s", booking.id, exc)
+
+
 def enqueue_reservation_delete(booking) -> None:
     """Delete the Slurm reservation of a cancelled or refused booking."""
     queue().enqueue("jobs.bookings.reservations.delete_reservation", str(booking.id),

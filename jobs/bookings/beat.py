@@ -7,6 +7,7 @@
     confirmed/active without reservation  -> its RQ task enqueued again (when none is pending)
     cancelled/refused with a reservation  -> its deletion enqueued again (when none is pending)
     waiting                               -> placed again, at most once a minute each
+    confirmed, starts within its cluster's wake-up lead -> its asleep nodes woken, once (jobs.bookings.wake)
 
 Cheap when nothing is due: ONE query (`due`), which the watcher runs every few seconds.
 """
@@ -22,6 +23,7 @@ from django.utils.translation import gettext as _
 import jobs.bookings.lifecycle as lifecycle
 import jobs.bookings.place as place
 import jobs.bookings.reservations as reservations
+import jobs.bookings.wake as wake
 from jobs.background import enqueue
 from jobs.models import Booking, BookingState
 from jobs.models.booking import FINAL_BOOKING_STATES
@@ -50,6 +52,8 @@ def due(now: datetime):
         | Q(state__in=live, reservation_made=False, updated_at__lte=stale)
         | Q(state__in=FINAL_BOOKING_STATES, reservation_made=True, updated_at__lte=stale)
         | Q(state=BookingState.WAITING, updated_at__lte=now - WAITING_RETRY_AFTER)
+        | Q(state=BookingState.CONFIRMED, reservation_made=True, wake_asked_at__isnull=True,
+            starts_at__lte=now + wake.WAKE_HORIZON)
     ).select_related("user", "cluster", "gpu_type").order_by("starts_at", "created_at")[:BATCH]
 
 
@@ -77,6 +81,8 @@ def _step(booking: Booking, now: datetime) -> None:
     if state in FINAL_BOOKING_STATES:
         _retry_task(booking, now, "delete", enqueue.enqueue_reservation_delete)
         return
+    if wake.wake_due(booking, now):
+        wake.ask_wake(booking, now)
     if state == BookingState.CONFIRMED and booking.starts_at <= now:
         lifecycle.move(booking, "start", event="started")
     if booking.state == BookingState.ACTIVE and booking.ends_at <= now:

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from jobs.clusters.node_states import condition_text
+from jobs.clusters.node_states import RESUME_TIMEOUT_REASON, condition_text
 from jobs.models import ClusterProfile, NoticeKind
 from jobs.usage import notices
 from jobs.usage.notifications import SUBJECT_TAG, absolute_url, language_of_user
@@ -63,7 +63,10 @@ def notify_node_stopped(profile_id: int, node: dict, seen_at: str) -> list[str]:
 
 def _message(profile: ClusterProfile, node: dict, user_name: str) -> tuple[str, dict]:
     gpus = ", ".join(f"{total} × {kind or 'GPU'}" for kind, (total, _used) in sorted((node.get("gpus") or {}).items()))
-    if node["condition"] == "down":
+    if node["condition"] == "down" and node.get("reason") == RESUME_TIMEOUT_REASON:
+        subject = _("Node %(node)s of cluster %(cluster)s failed to wake up") % {
+            "node": node["name"], "cluster": profile.shown_name}
+    elif node["condition"] == "down":
         subject = _("Node %(node)s of cluster %(cluster)s is down") % {"node": node["name"], "cluster": profile.shown_name}
     else:
         subject = _("Node %(node)s of cluster %(cluster)s was drained") % {

@@ -10,7 +10,8 @@ first shows it (jobs.clusters.node_mail).
 Stored shape: {"read_at": ISO time of the last answer, "nodes": [node record, ...],
 "failed_since": ISO time of the first failed read since the last answer (absent when answering),
 "error": what the failure said}. A node record: {"name", "condition" (cluster.CONDITIONS),
-"reason", "reason_by", "reservation", "gpus": {gres type: [configured, in use]}}.
+"reason", "reason_by", "reservation", "gpus": {gres type: [configured, in use]}, and for a node
+being powered on "waking_since" (ISO time first seen waking)}.
 """
 from __future__ import annotations
 
@@ -44,13 +45,23 @@ def node_record(node: cluster.SlurmNode) -> dict:
             "gpus": {kind: list(counts) for kind, counts in cluster.node_gpus(node).items()}}
 
 
+#: Slurm's reason for a node that did not answer within ResumeTimeout after ResumeProgram (power_save.c)
+RESUME_TIMEOUT_REASON = "ResumeTimeout reached"
+
+
 def newly_stopped(before: list[dict], after: list[dict]) -> list[dict]:
-    """The nodes of `after` that took work in `before` and are drained, draining or down now. A node
-    not in `before` (the first reading, a node added) is not news: nothing is emailed for it."""
+    """The nodes of `after` that took work in `before` and are drained, draining or down now, and
+    those that were waking (or asleep) and are down now: they failed to wake. A node not in `before`
+    (the first reading, a node added) is not news: nothing is emailed for it."""
     was = {n["name"]: n["condition"] for n in before}
-    return [n for n in after
-            if was.get(n["name"]) in cluster.USABLE_CONDITIONS and n["condition"] not in cluster.USABLE_CONDITIONS
-            and n["condition"] != "asleep"]
+
+    def stopped(node: dict) -> bool:
+        then, now = was.get(node["name"]), node["condition"]
+        if then in ("waking", "asleep"):
+            return now == "down"
+        return then in cluster.USABLE_CONDITIONS and now not in cluster.USABLE_CONDITIONS and now not in (
+            "asleep", "waking")
+    return [n for n in after if stopped(n)]
 
 
 def read_nodes(profile: ClusterProfile, now: datetime | None = None) -> list[dict]:
@@ -66,6 +77,7 @@ def read_nodes(profile: ClusterProfile, now: datetime | None = None) -> list[dic
         ClusterProfile.objects.filter(pk=profile.pk).update(node_states=failed)
         profile.node_states = failed
         raise
+    _note_waking_since(before.get("nodes") or [], nodes, now)
     stored = {"read_at": now.isoformat(), "nodes": nodes}
     ClusterProfile.objects.filter(pk=profile.pk).update(node_states=stored)
     profile.node_states = stored
@@ -74,6 +86,15 @@ def read_nodes(profile: ClusterProfile, now: datetime | None = None) -> list[dic
                     node["reason"] or "no reason given")
         enqueue.enqueue_node_email(profile.pk, node, now.isoformat())
     return nodes
+
+
+def _note_waking_since(before: list[dict], after: list[dict], now: datetime) -> None:
+    """Give each waking node of `after` the time it was first seen waking (`waking_since`, kept
+    from `before` while it still wakes): with the cluster's boot time, when it should be ready."""
+    since = {n["name"]: n.get("waking_since") for n in before if n.get("condition") == "waking"}
+    for node in after:
+        if node["condition"] == "waking":
+            node["waking_since"] = since.get(node["name"]) or now.isoformat()
 
 
 def read_due(now: datetime | None = None) -> list[str]:
@@ -118,7 +139,9 @@ def cluster_gpus(profile: ClusterProfile) -> ClusterGpus:
             for state, n in cluster.gpu_states(node["condition"], configured, used).items():
                 counts[state] += n
             if node["condition"] in ("draining", "drained"):
+                health = health_text(node.get("reason") or "")  # the GPU health check's, in the reader's words
                 reasons.setdefault(kind, []).append(
+                    f"{node['name']}: {health}" if health else
                     f"{node['name']}: {node.get('reason') or '-'}" + (f" ({node['reason_by']})" if node.get("reason_by") else ""))
     unreachable = profile.unreachable_since
     failed = _when(stored.get("failed_since")) or unreachable
@@ -132,10 +155,30 @@ def all_cluster_gpus() -> list[ClusterGpus]:
     return [cluster_gpus(p) for p in ClusterProfile.objects.filter(is_active=True).order_by("name")]
 
 
+def health_text(reason: str) -> str:
+    """The GPU health check's reason (cluster.health_fault) in the active language; "" for another."""
+    fault = cluster.health_fault(reason)
+    if fault is None:
+        return ""
+    kind, values = fault
+    return {
+        "ecc": lambda: _("GPU %(gpu)s reports memory errors (%(count)s uncorrected ECC errors)") % values,
+        "hot": lambda: _("GPU %(gpu)s is too hot (%(celsius)s °C)") % values,
+        "lost": lambda: _("a GPU stopped answering: %(seen)s of %(count)s seen (fell off the bus)") % values,
+        "unreadable": lambda: _("its GPUs could not be read"),
+    }.get(kind, lambda: values["text"])()
+
+
 def condition_text(node: dict) -> str:
     """A node's condition in plain words, in the active language, with Slurm's reason and who gave it."""
     condition, reason, by = node["condition"], node.get("reason") or "", node.get("reason_by") or ""
     values = {"reason": reason or _("no reason given"), "by": by, "reservation": node.get("reservation") or ""}
+    fault = health_text(reason)
+    if condition in ("drained", "draining") and fault:
+        text = (_("taken out of service by the GPU health check: %(fault)s") if condition == "drained"
+                else _("being taken out of service by the GPU health check (its running work may finish): "
+                       "%(fault)s"))
+        return text % {"fault": fault}
     if condition in ("drained", "draining"):
         if by:
             text = (_("drained by %(by)s: %(reason)s") if condition == "drained"
@@ -144,12 +187,14 @@ def condition_text(node: dict) -> str:
             text = (_("drained by an admin: %(reason)s") if condition == "drained"
                     else _("being drained by an admin (its running work may finish): %(reason)s"))
         return text % values
+    if condition == "down" and reason == RESUME_TIMEOUT_REASON:
+        return _("failed to wake up: it did not answer within the time Slurm allows (ResumeTimeout)")
     if condition == "down":
         return (_("down or not answering: %(reason)s") if reason else _("down or not answering")) % values
     if condition == "booked":
         return (_("booked (reservation %(reservation)s)") if values["reservation"] else _("booked")) % values
-    return {"free": _("free"), "busy": _("busy"), "asleep": _("asleep (powered down until work comes)")}.get(
-        condition, condition)
+    return {"free": _("free"), "busy": _("busy"), "asleep": _("asleep (powered down until work comes)"),
+            "waking": _("waking up (being powered on for work or a booking)")}.get(condition, condition)
 
 
 def _when(text: str | None) -> datetime | None:

@@ -28,8 +28,9 @@ from jobs.models.job import NEEDS_LOOK, OK_TARGET_STATUSES
 #: it from the page (`{% live_task_state_classes %}`), so both always colour a state alike.
 TASK_STATE_CLASSES = {
     "COMPLETED": "ok",
-    "RUNNING": "running", "COMPLETING": "running", "CONFIGURING": "running",
-    "PENDING": "waiting", "REQUEUED": "waiting", "SUSPENDED": "waiting", "RESIZING": "waiting",
+    "RUNNING": "running", "COMPLETING": "running",
+    # CONFIGURING: Slurm gave it a computer that is still waking up (power saving): nothing runs yet
+    "PENDING": "waiting", "CONFIGURING": "waiting", "REQUEUED": "waiting", "SUSPENDED": "waiting", "RESIZING": "waiting",
     "CANCELLED": "muted", "PREEMPTED": "muted",
 }
 #: every other state (FAILED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, ...) went wrong

@@ -217,6 +217,8 @@ class Booking(models.Model):
     updated_at = models.DateTimeField(_("changed"), auto_now=True)
     #: when the "ends in 15 minutes" notice went (it goes once)
     ending_notice_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: when the beat asked for its asleep nodes to be woken before its start (jobs.bookings.wake)
+    wake_asked_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = BookingQuerySet.as_manager()
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import posixpath
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -75,6 +76,11 @@ class ClusterProfile(models.Model):
         _("targets per job"), default=10_000,
         help_text=_("The most images and videos one job may have on this cluster, whoever starts it (a quota "
                     "may allow fewer). Bigger sets are split into several jobs."))
+    node_boot_seconds = models.PositiveIntegerField(
+        _("node wake-up time (seconds)"), default=120, validators=[MaxValueValidator(840)],
+        help_text=_("With Slurm's power saving, how long a powered-down node takes to start and answer. People "
+                    "see it as the wait when their work wakes a node, and GPU bookings wake their nodes this long "
+                    "before they start."))
 
     # Read from `scontrol show config` at each submission: arrays are sized to fit them.
     max_array_size = models.PositiveIntegerField(_("Slurm MaxArraySize"), null=True, blank=True, editable=False)

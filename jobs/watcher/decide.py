@@ -53,6 +53,7 @@ from cluster import SlurmTask
 from cluster import states as slurm_states
 from jobs.results.target_words import target_message
 from jobs.watcher.rows import (  # noqa: F401 (the rules' vocabulary, imported from here by their callers)
+    CONFIGURING,
     FAILED,
     FETCH_AGAIN_AFTER,
     KILL_LINE_WAIT,
@@ -108,14 +109,16 @@ def _is_sigkill(st: SlurmTask) -> bool:
 
 
 def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetime,
-                requeued: bool = False, dead_nodes: frozenset[str] = frozenset()) -> tuple[dict, bool]:
+                requeued: bool = False, dead_nodes: frozenset[str] = frozenset(),
+                boot_seconds: int = 0) -> tuple[dict, bool]:
     """(fields to change, waits for its log) for one task. `requeued`: sacct reports the task
     active again after an end (Slurm requeued it), so an end recorded earlier is undone.
-    `dead_nodes`: the cluster's nodes that are down or not answering."""
+    `dead_nodes`: the cluster's nodes that are down or not answering; `boot_seconds`: how long one
+    of its powered-down nodes takes to wake."""
     if task.is_terminal and not slurm_states.is_terminal(st.state):
         if not requeued:
             return {}, False  # never back out of an end on a stale answer
-        return _recorded(task, st, st.state, _waiting_reason(st, task, dead_nodes)), False
+        return _recorded(task, st, st.state, _waiting_reason(st, task, dead_nodes, boot_seconds)), False
     if st.state == "PREEMPTED" and not task.is_terminal:
         since = task.log_wait_since or now  # when it was first seen preempted
         if now - since < REQUEUE_WAIT:
@@ -136,10 +139,10 @@ def decide_task(task: TaskRow, st: SlurmTask, log_tail: str | None, now: datetim
     if slurm_states.is_terminal(st.state):
         state = slurm_states.effective_state(st, "")
         return _recorded(task, st, state, "" if state == "COMPLETED" else slurm_states.plain_reason(st, "", gettext)), False
-    return _recorded(task, st, st.state, _waiting_reason(st, task, dead_nodes)), False
+    return _recorded(task, st, st.state, _waiting_reason(st, task, dead_nodes, boot_seconds)), False
 
 
-def _waiting_reason(st: SlurmTask, task: TaskRow, dead_nodes: frozenset[str]) -> str:
+def _waiting_reason(st: SlurmTask, task: TaskRow, dead_nodes: frozenset[str], boot_seconds: int = 0) -> str:
     """Why a task waits, in plain words; "" for one that runs. A task Slurm requeued after it started
     was either paused for urgent work or lost its computer: the node it last ran on (kept on its row
     while it waits) being down tells which. squeue says the same of both (BeginTime, a restart
@@ -153,6 +156,8 @@ def _waiting_reason(st: SlurmTask, task: TaskRow, dead_nodes: frozenset[str]) ->
         moved = task.node and task.node != st.node and task.node in dead_nodes
         if moved or task.reason == node_failed:
             return node_failed
+    if st.state == CONFIGURING:  # given a computer that is asleep: Slurm is powering it on
+        return slurm_states.waking_reason(boot_seconds, gettext)
     if st.state != PENDING:
         return ""
     if st.restarts:
@@ -160,12 +165,14 @@ def _waiting_reason(st: SlurmTask, task: TaskRow, dead_nodes: frozenset[str]) ->
     return slurm_states.pending_reason(st.reason, _=gettext)
 
 
-def _expected_start(rows, states: dict[int, SlurmTask]) -> datetime | None:
-    """The earliest squeue StartTime of the waiting tasks, while none runs."""
+def _expected_start(rows, states: dict[int, SlurmTask], boot_seconds: int = 0) -> datetime | None:
+    """The earliest squeue StartTime of the waiting tasks, while none runs. A task whose computer
+    is being woken (CONFIGURING) starts when it has booted: its StartTime (when Slurm gave it the
+    computer) plus the cluster's boot time."""
     if any(t.state == RUNNING for t in rows):
         return None
-    starts = [states[t.index].start_time for t in rows
-              if t.state == PENDING and t.index in states and states[t.index].start_time]
+    starts = [states[t.index].start_time + (boot_seconds if t.state == CONFIGURING else 0) for t in rows
+              if t.state in (PENDING, CONFIGURING) and t.index in states and states[t.index].start_time]
     return datetime.fromtimestamp(min(starts), tz=timezone.utc) if starts else None
 
 
@@ -232,7 +239,7 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
         ended_before = slurm.accounted.get(task.index)
         requeued = ended_before is not None and not slurm_states.is_terminal(ended_before.state)
         fields, waits = decide_task(task, st, log_tails.get(task.index), now, requeued=requeued,
-                                    dead_nodes=slurm.dead_nodes)
+                                    dead_nodes=slurm.dead_nodes, boot_seconds=slurm.boot_seconds)
         if waits:
             decision.logs_wanted.append(task.index)
         if fields:
@@ -273,7 +280,7 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
         changes.append(FetchOutputs(ask))
 
     rows = list(tasks.values())
-    expected = _expected_start(rows, states) if job.status in ("pending", "running") else None
+    expected = _expected_start(rows, states, slurm.boot_seconds) if job.status in ("pending", "running") else None
     if expected != job.expected_start:
         changes.append(ExpectedStart(expected))
     if rows and all(t.is_terminal for t in rows) and not decision.logs_wanted and not missing:

@@ -114,7 +114,8 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
     now = timezone.now()
     for job in jobs:
         answer = SlurmAnswer(queued=in_queue.get(job.slurm_job_id, {}), accounted=in_acct.get(job.slurm_job_id, {}),
-                             answered=answered, asked_accounting=job.slurm_job_id in asked, dead_nodes=dead_nodes)
+                             answered=answered, asked_accounting=job.slurm_job_id in asked, dead_nodes=dead_nodes,
+                             boot_seconds=profile.node_boot_seconds)
         # Slurm's reasons and the job's messages, in the owner's words; its lines carry its ids.
         with in_language_of(job), log_context(job_id=str(job.id), slurm_job_id=job.slurm_job_id):
             records = _records(job, docs.get(folders[job.pk].progress, []))

@@ -21,6 +21,8 @@ REQUEUE_WAIT = timedelta(minutes=2)
 FETCH_AGAIN_AFTER = timedelta(minutes=2)
 
 PENDING, RUNNING, FAILED, OUT_OF_MEMORY = "PENDING", "RUNNING", "FAILED", "OUT_OF_MEMORY"
+#: a task given a computer that power saving is waking (squeue); it waits like a pending one
+CONFIGURING = "CONFIGURING"
 
 
 # ---- what the portal knows (rows as plain values) -----------------------------------------------
@@ -107,6 +109,8 @@ class SlurmAnswer:
     asked_accounting: bool = True
     #: the cluster's nodes that are down, failed or not answering (sinfo, same round trip)
     dead_nodes: frozenset[str] = frozenset()
+    #: how long a powered-down node of this cluster takes to wake (ClusterProfile.node_boot_seconds)
+    boot_seconds: int = 0
 
 
 # ---- what changes -------------------------------------------------------------------------------

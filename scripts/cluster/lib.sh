@@ -131,6 +131,31 @@ node_line() {
   echo "NodeName=$1 NodeHostname=$2 NodeAddr=$3 Port=$4 CPUs=$5 RealMemory=$6 Gres=gpu:$7:2 State=UNKNOWN"
 }
 
+# node_care NODES: the newer clusters' slurm.conf lines for GPU health and power saving (the host's
+# one-node clusters have neither: draining or powering down their only node would stop everything).
+node_care() {
+  cat <<EOF
+# GPU health: every slurmd runs the check every 10 s (also on idle and busy nodes); a fault drains the
+# node with the fault as its reason, and the check resumes the node once it passes (docs/clusters.md).
+HealthCheckProgram=/usr/local/sbin/ffportal-gpu-health
+HealthCheckInterval=10
+HealthCheckNodeState=ANY
+# Power saving: a node idle for SuspendTime is powered off (SuspendProgram), and powered on
+# (ResumeProgram) when work or a booking needs it; it must answer within ResumeTimeout. Here the
+# programs ask a stand-in BMC (newer.sh bmc) to stop or start the node's slurmd. Every node is in
+# SuspendExcNodes, so none sleeps by itself until an admin (make up; a test) lets it:
+# scontrol update SuspendExcNodes=<the nodes to keep awake>. KeepPowerSaveSettings: a reconfigure keeps that.
+ResumeProgram=/usr/local/sbin/ffportal-node-resume
+SuspendProgram=/usr/local/sbin/ffportal-node-suspend
+SuspendTime=60
+SuspendExcNodes=$1
+ResumeTimeout=90
+SuspendTimeout=15
+SuspendExcStates=RESERVED
+ReconfigFlags=KeepPowerSaveSettings
+EOF
+}
+
 # gres_line NODE GPU_TYPE DIR: the node's two fake GPUs in gres.conf (DIR/nvidia0 and DIR/nvidia1).
 gres_line() {
   echo "NodeName=$1 Name=gpu Type=$2 File=$3/nvidia[0-1]"

@@ -4,6 +4,12 @@
 #   newer.sh VERSION down   cancel the service user's jobs on it and stop it
 #   newer.sh VERSION exec CMD...      run CMD as root on it (scontrol, sacctmgr: what an admin does)
 #   newer.sh VERSION kill-node 1|2    kill every process of that compute node at once (a power loss)
+#   newer.sh VERSION gpu 1|2 0|1 ok|ecc=N|temperature=C|lost   break (or heal) one fake GPU of a node:
+#                                     the GPU health check (deploy/slurm/gpu-health.sh) drains the node
+#                                     within HealthCheckInterval, and resumes it once healed
+#   newer.sh VERSION bmc              the nodes' stand-in power controller (started by `up`): powers a
+#                                     node on (its slurmd, after FFP_NODE_BOOT_SECONDS) or off when
+#                                     Slurm's ResumeProgram/SuspendProgram ask (power saving)
 # VERSION: 24.11 (Debian 13 "trixie") or 26.05 (Debian unstable "sid", which also has Apptainer).
 #
 # What sites run, on one machine: its own munge key and munged, its own slurmdbd (its own database on
@@ -26,7 +32,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || die newer.sh "must run as root"
-[ $# -ge 2 ] || die newer.sh "usage: newer.sh 24.11|26.05 up|down|exec CMD...|kill-node 1|2"
+usage="usage: newer.sh 24.11|26.05 up|down|exec CMD...|kill-node 1|2|gpu 1|2 0|1 STATE|bmc"
+[ $# -ge 2 ] || die newer.sh "$usage"
 newer_env "$1"   # NV_* (lib.sh): suite, names, ports, addresses, folders of this version
 action=$2
 started=$EPOCHREALTIME
@@ -54,8 +61,14 @@ in_node() {
   ip netns exec "$NV_NETNS-n$i" bash -c "$(declare -f in_root); in_root \"\$@\"" in_node "$R" "${binds[@]}" -- "$@"
 }
 
+# The stand-in BMC (`bmc`): one a cluster, its pid here.
+bmc_pidfile=$FFP_STATE/run/$NV_CLUSTER-bmc.pid
+bmc_pid() { local pid; pid=$(cat "$bmc_pidfile" 2>/dev/null) && kill -0 "$pid" 2>/dev/null && echo "$pid"; }
+
 stop_all() {
   local name
+  # shellcheck disable=SC2046 # one word per pid
+  stop_pid "bmc-$NV_CLUSTER" $(bmc_pid || true)
   for name in slurmd slurmctld sshd slurmdbd munged; do
     # shellcheck disable=SC2046 # one word per pid
     stop_pid "$name-$NV_CLUSTER" $(daemon_pids "$name" || true)
@@ -79,6 +92,46 @@ kill-node)
   kill -KILL $(ip netns pids "$NV_NETNS-n$3") 2>/dev/null || true
   say "$(nv_node "$3")" "killed (every process of the node)"
   exit 0 ;;
+gpu)
+  # newer.sh VERSION gpu I J STATE: node I's fake GPU J reports STATE to the health check.
+  [ $# -eq 5 ] && [[ $3 =~ ^[12]$ ]] && [[ $4 =~ ^[01]$ ]] && [[ $5 =~ ^(ok|ecc=[0-9]+|temperature=[0-9]+|lost)$ ]] ||
+    die newer.sh "usage: newer.sh VERSION gpu 1|2 0|1 ok|ecc=N|temperature=C|lost"
+  state_file=$R/var/lib/ffportal-fake-gpus/$(nv_node "$3")/nvidia$4.state
+  if [ "$5" = ok ]; then rm -f "$state_file"; else echo "$5" >"$state_file"; fi
+  say "$(nv_node "$3")" "GPU $4: $5"
+  exit 0 ;;
+bmc)
+  # The nodes' power controller, standing in for each node's BMC (IPMI) or a cloud's API: carries out
+  # what the power programs (node-power.sh, run by slurmctld) leave in the spool. Power on: the node's
+  # slurmd starts after the boot delay, with -b (it reports a fresh boot, which Slurm waits for);
+  # power off: the node's processes stop. Runs until the cluster's slurmctld stops.
+  spool=$R/var/lib/ffportal-power boot=${FFP_NODE_BOOT_SECONDS:-10} checks=0
+  say "bmc-$NV_CLUSTER" "started (boot delay ${boot}s)"
+  while true; do
+    if [ $((checks++ % 10)) = 0 ] && ! daemon_pids slurmctld >/dev/null; then
+      say "bmc-$NV_CLUSTER" "slurmctld stopped: stopping"
+      exit 0
+    fi
+    for req in "$spool"/*.request; do
+      [ -e "$req" ] || continue
+      read -r what node <"$req" || true
+      rm -f "$req"
+      for i in 1 2; do
+        [ "$node" = "$(nv_node "$i")" ] || continue
+        say "bmc-$NV_CLUSTER" "$(date -Is) power $what $node"
+        if [ "$what" = up ]; then
+          (sleep "$boot"
+           node_pid "$i" >/dev/null || in_node "$i" slurmd -b -N "$node" </dev/null \
+             >>"$FFP_LOG/$NV_CLUSTER-slurmd-$node.out" 2>&1
+           say "bmc-$NV_CLUSTER" "$(date -Is) $node booted") &
+        elif [ "$what" = down ]; then
+          # shellcheck disable=SC2046 # one word per pid
+          kill -TERM $(ip netns pids "$NV_NETNS-n$i") 2>/dev/null || true
+        fi
+      done
+    done
+    sleep 0.5
+  done ;;
 down)
   if daemon_pids slurmctld >/dev/null; then
     in_root_of scancel -u "$FFP_SSH_USER" 2>/dev/null || true
@@ -87,7 +140,7 @@ down)
   rm -f "$NV_INFO"
   say "$NV_CLUSTER" "stopped"
   exit 0 ;;
-*) die newer.sh "usage: newer.sh 24.11|26.05 up|down|exec CMD...|kill-node 1|2" ;;
+*) die newer.sh "$usage" ;;
 esac
 
 # --- the root -----------------------------------------------------------------------------------------
@@ -164,6 +217,16 @@ CREATE USER IF NOT EXISTS '$NV_DB_USER'@'localhost' IDENTIFIED BY '$db_password'
 ALTER USER '$NV_DB_USER'@'localhost' IDENTIFIED BY '$db_password';
 GRANT ALL PRIVILEGES ON $NV_DB.* TO '$NV_DB_USER'@'localhost';
 SQL
+# The GPU health check (HealthCheckProgram, run as root by each slurmd) and the power programs
+# (ResumeProgram/SuspendProgram, run as slurm by slurmctld), root's, in the root: what Slurm runs as
+# root is never a file of the checkout. The spool is where the power programs leave requests for `bmc`.
+install -m 755 "$FFP_REPO/deploy/slurm/gpu-health.sh" "$R/usr/local/sbin/ffportal-gpu-health"
+printf '# Written by scripts/cluster/newer.sh: no GPUs here, the fake ones are read.\nFAKE_GPU_DIR=%s\n' \
+  /var/lib/ffportal-fake-gpus >"$R/etc/slurm/gpu-health.conf"
+for program in resume suspend; do
+  install -m 755 "$FFP_REPO/scripts/cluster/node-power.sh" "$R/usr/local/sbin/ffportal-node-$program"
+done
+install -d -m 700 -o "$(chroot "$R" id -u slurm)" -g "$(chroot "$R" id -g slurm)" "$R/var/lib/ffportal-power"
 changed=0
 node_lines="" gres_lines="" nodes=""
 for i in 1 2; do
@@ -177,7 +240,8 @@ done
 render "$FFP_REPO/deploy/slurm/slurm.conf.in" "$R/etc/slurm/slurm.conf" 644 root:root \
   CLUSTER="$NV_CLUSTER" HOST="$NV_CTLD_HOST" SLURMD_TIMEOUT=30 CTLD_ADDR="$NV_CTLD_ADDR" CTLD_PORT="$NV_CTLD_PORT" \
   SLURMD_PORT="$NV_SLURMD_PORT" DBD_PORT="$NV_DBD_PORT" STATE_DIR=/var/lib/slurm SUFFIX= PER_NODE=-%n \
-  NODES="$nodes" DEF_MEM_PER_CPU=$((NV_NODE_MEMORY_MB / 2)) NODE_LINES="${node_lines%$'\n'}" && changed=1
+  NODES="$nodes" DEF_MEM_PER_CPU=$((NV_NODE_MEMORY_MB / 2)) NODE_LINES="${node_lines%$'\n'}" \
+  NODE_CARE="$(node_care "$nodes")" && changed=1
 render "$FFP_REPO/deploy/slurm/gres.conf.in" "$R/etc/slurm/gres.conf" 644 root:root \
   GRES_LINES="${gres_lines%$'\n'}" && changed=1
 # No cgroups: like the host's cluster, processes are tracked through /proc (ProctrackType) and memory
@@ -240,16 +304,24 @@ if ! daemon_pids slurmctld >/dev/null; then
 fi
 ctld_up() { in_root_of scontrol ping | grep -q 'is UP'; }
 wait_until "$FFP_TIMEOUT" "slurmctld-$NV_CLUSTER" "$R/var/log/slurm/slurmctld.log" ctld_up
+if ! bmc_pid >/dev/null; then
+  install -d -m 755 "$(dirname "$bmc_pidfile")"
+  setsid bash "$FFP_REPO/scripts/cluster/newer.sh" "$1" bmc </dev/null >>"$FFP_LOG/$NV_CLUSTER-bmc.log" 2>&1 &
+  echo $! >"$bmc_pidfile"
+fi
 for i in 1 2; do
   node=$(nv_node "$i")
   install -d -m 755 "$R/var/lib/slurm/slurmd-$node"
-  if ! node_pid "$i" >/dev/null; then
+  # A node asleep (power saving: "idle~") stays off until Slurm wakes it through the BMC.
+  asleep=$(in_root_of sinfo -h -N -n "$node" -o '%t' | grep -c '[~%]$' || true)
+  if [ "$asleep" = 0 ] && ! node_pid "$i" >/dev/null; then
     in_node "$i" slurmd -N "$node" </dev/null >>"$FFP_LOG/$NV_CLUSTER-slurmd-$node.out" 2>&1 ||
       die "slurmd-$node" "did not start" "$R/var/log/slurm/slurmd-$node.log"
   fi
 done
 # Both nodes answering and usable (a node is listed once per partition; "idle*" is not answering).
-nodes_up() { [ "$(in_root_of sinfo -h -N -o '%N %t' | awk '$2 ~ /^(idle|mix|alloc|comp|resv|plnd|maint)$/ {print $1}' | sort -u | wc -l)" -eq 2 ]; }
+# An asleep node ("idle~") counts: Slurm wakes it when work comes.
+nodes_up() { [ "$(in_root_of sinfo -h -N -o '%N %t' | awk '$2 ~ /^(idle|mix|alloc|comp|resv|plnd|maint)~?$/ {print $1}' | sort -u | wc -l)" -eq 2 ]; }
 wait_until $((FFP_TIMEOUT * 2)) "$NV_CLUSTER" "$R/var/log/slurm/slurmctld.log" nodes_up
 
 # --- the login node: an sshd for the service user, in the root, on 127.0.0.1 ------------------------------
@@ -283,6 +355,7 @@ cat >"$NV_INFO.new" <<JSON
 {"version": "$1", "slurm": "$version", "cluster": "$NV_CLUSTER", "slug": "$NV_SLUG",
  "ssh_port": $NV_SSH_PORT, "known_hosts": "$NV_KNOWN_HOSTS", "work_root": "$NV_WORK",
  "gpu_types": ["$(nv_gpu 1)", "$(nv_gpu 2)"], "nodes": ["$(nv_node 1)", "$(nv_node 2)"],
+ "boot_seconds": $(( ${FFP_NODE_BOOT_SECONDS:-10} + 25 )),
  "apptainer": $( [ -x "$R/usr/bin/apptainer" ] && echo true || echo false )}
 JSON
 mv "$NV_INFO.new" "$NV_INFO"

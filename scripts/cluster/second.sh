@@ -68,6 +68,7 @@ render "$FFP_REPO/deploy/slurm/slurm.conf.in" "$conf" 644 root:root \
   SLURMD_PORT="$FFP_SECOND_SLURMD_PORT" DBD_PORT=6819 STATE_DIR="$state_dir" SUFFIX=-second PER_NODE= NODES="$node" \
   DEF_MEM_PER_CPU=$((FFP_SECOND_MEMORY_MB / 2)) \
   NODE_LINES="$(node_line "$node" "$NODE_NAME" 127.0.0.1 "$FFP_SECOND_SLURMD_PORT" 2 "$FFP_SECOND_MEMORY_MB" "$gpu_type")" \
+  NODE_CARE= \
   && changed=1
 # slurmd reads gres.conf from the directory of its slurm.conf.
 render "$FFP_REPO/deploy/slurm/gres.conf.in" "$conf_dir/gres.conf" 644 root:root \

@@ -147,6 +147,7 @@ render "$DEPLOY/slurm/slurm.conf.in" "$SLURM_ETC/slurm.conf" 644 root:root \
   CLUSTER="$FFP_SLURM_CLUSTER" HOST="$NODE_NAME" SLURMD_TIMEOUT=300 CTLD_ADDR=127.0.0.1 CTLD_PORT=6817 SLURMD_PORT=6818 DBD_PORT=6819 \
   STATE_DIR=/var/lib/slurm SUFFIX= PER_NODE= NODES="$NODE_NAME" DEF_MEM_PER_CPU="$def_mem_per_cpu" \
   NODE_LINES="$(node_line "$NODE_NAME" "$NODE_NAME" 127.0.0.1 6818 "$cpus" "$real_memory" "${FFP_GPU_GRES#*:}")" \
+  NODE_CARE= \
   && slurm_changed=1
 render "$DEPLOY/slurm/gres.conf.in" "$SLURM_ETC/gres.conf" 644 root:root \
   GRES_LINES="$(gres_line "$NODE_NAME" "${FFP_GPU_GRES#*:}" "$fake_gpu_dir")" && slurm_changed=1

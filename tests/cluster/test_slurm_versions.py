@@ -64,10 +64,12 @@ def test_every_version_has_every_scenario_and_nothing_untested():
         names = {p.name for p in (SAMPLES / version).iterdir()}
         assert CAPTURED <= names, (version, CAPTURED - names)
     # and, on 24.11, a dead node's requeued tasks (tests/jobs/test_node_failure_watcher.py); on 26.05, a drained
-    # node and the teams' GPU-seconds (tests/cluster/test_account_usage.py)
+    # node and the teams' GPU-seconds (tests/cluster/test_account_usage.py), an asleep node beside one the GPU
+    # health check drained, and tasks waiting for a node to wake (tests/cluster/test_power.py)
     for version in NEWER:
         extra = {"24.11": {"squeue_tasks_node_failed.txt"},
-                 "26.05": {"sinfo_drained.json", "sacct_account_usage.txt"}}[version]
+                 "26.05": {"sinfo_drained.json", "sacct_account_usage.txt", "sinfo_asleep_and_health_drained.json",
+                           "squeue_tasks_configuring.txt"}}[version]
         assert {p.name for p in (SAMPLES / version).iterdir()} == CAPTURED_NEWER | extra, version
     assert sorted(p.name for p in SAMPLES.iterdir()) == VERSIONS
 

@@ -2,6 +2,7 @@
 the portal's reading (sinfo over SSH, jobs.clusters.node_states) counts its GPUs as draining with
 the admin's reason, on the Clusters page and in `ffportal_gpus`, and queues the admins' email once.
 The node is resumed whatever happens."""
+import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
@@ -16,8 +17,10 @@ def gpus_metric() -> dict[tuple[str, str, str], float]:
             for family in ClusterGpuCollector().collect() if family.name == "ffportal_gpus" for s in family.samples}
 
 
-def test_a_drained_node_shows_as_draining_with_its_reason(local, monkeypatch):
-    site = sites.site("26.05")
+# In the newer clusters' run (scripts/test.sh), one at a time with the tests that kill, drain or put
+# 26.05's nodes to sleep.
+@pytest.mark.parametrize("site", ["26.05"], indirect=True, ids=sites.site_id)
+def test_a_drained_node_shows_as_draining_with_its_reason(site, monkeypatch):
     profile, node = site.profile, site.nodes[-1]  # the a100 node
     emails = []
     monkeypatch.setattr("jobs.background.enqueue.enqueue_node_email", lambda *args: emails.append(args))

@@ -160,3 +160,42 @@ def test_the_watchers_sweep_reads_each_reachable_cluster_once_a_minute(fake_ssh,
     assert len(ssh.commands) == 1
     stored = ClusterProfile.objects.get(pk=profile.pk).node_states
     assert json.loads(json.dumps(stored))["nodes"][0]["condition"] == "free"
+
+
+def _reading(n2_states: list[str], reason: str = "") -> str:
+    """The real 26.05 reading (tests/cluster/samples/26.05/sinfo_asleep_and_health_drained.json) with
+    ffp2605-n2 in `n2_states` and `reason`."""
+    data = json.loads((SAMPLES / "sinfo_asleep_and_health_drained.json").read_text())
+    for group in data["sinfo"]:
+        if group["nodes"]["nodes"] == ["ffp2605-n2"]:
+            group["node"]["state"] = n2_states
+            group["reason"]["description"] = reason
+    return json.dumps(data)
+
+
+def test_a_node_that_fails_to_wake_is_emailed_to_the_admins_in_plain_words(fake_ssh, inline_rq, profile, staff):
+    fake_ssh(on_run=_reading(["IDLE", "POWERING_UP"]))
+    node_states.read_nodes(profile, NOW)
+    assert mail.outbox == []  # waking is no news
+    fake_ssh(on_run=_reading(["DOWN", "POWERED_DOWN"], "ResumeTimeout reached"))
+    node_states.read_nodes(profile, NOW.replace(minute=2))
+    [email] = mail.outbox
+    assert "Node ffp2605-n2 of cluster Local failed to wake up" in email.subject
+    assert "failed to wake up: it did not answer within the time Slurm allows (ResumeTimeout)" in email.body
+
+
+def test_a_node_going_to_sleep_or_waking_up_sends_nothing(fake_ssh, inline_rq, profile, staff):
+    for states in (["IDLE"], ["IDLE", "POWERING_DOWN"], ["IDLE", "POWERED_DOWN"], ["IDLE", "POWERING_UP"], ["IDLE"]):
+        fake_ssh(on_run=_reading(states))
+        node_states.read_nodes(profile, NOW)
+    assert mail.outbox == []
+
+
+def test_the_health_checks_drain_is_said_in_each_readers_words(client, staff, fake_ssh, profile):
+    fake_ssh(on_run=(SAMPLES / "sinfo_asleep_and_health_drained.json").read_text())
+    client.force_login(staff)
+    body = client.get(reverse(PAGE)).content.decode()
+    assert "taken out of service by the GPU health check: GPU 1 is too hot (97 °C)" in body
+    assert "ffp2605-n2: GPU 1 is too hot (97 °C)" in body  # why its GPUs are draining
+    zh = client.get(reverse(PAGE), **ZH).content.decode()
+    assert "已被 GPU 健康检查停用：GPU 1 温度过高（97 °C）" in zh and "休眠" in zh

@@ -268,3 +268,21 @@ def test_an_outstanding_fetch_is_asked_for_again_only_after_a_while():
     assert not decide(asked, SlurmAnswer(accounted=done), [], {}, NOW).of(FetchOutputs)
     long_ago = job(tasks=1, targets=[TargetRow(0, 0, status="done", fetch_asked_at=NOW - timedelta(hours=1))])
     assert decide(long_ago, SlurmAnswer(accounted=done), [], {}, NOW).of(FetchOutputs) == [FetchOutputs((0,))]
+
+
+def test_a_task_given_a_computer_that_is_being_woken_waits_saying_so_and_when_it_should_start():
+    """Power saving: Slurm gave the task a powered-down node and runs ResumeProgram; squeue says
+    CONFIGURING (its StartTime: when it was given the node). The job is not "running" yet."""
+    from cluster import SlurmTask
+    from jobs.watcher.decide import ExpectedStart
+
+    given = int((NOW - timedelta(seconds=20)).timestamp())
+    queued = {0: SlurmTask("103", 0, "CONFIGURING", node="ffp2605-n2", start_time=given),
+              1: SlurmTask("103", 1, "PENDING", reason="Resources")}
+    row = job(state="PENDING", status="pending")
+    decision = decide(row, SlurmAnswer(queued=queued, accounted={}, boot_seconds=120), [], {}, NOW)
+    changes = {c.index: c.fields for c in decision.of(TaskChange)}
+    assert changes[0]["state"] == "CONFIGURING"
+    assert changes[0]["reason"] == "starting a cluster computer, about 2 minutes"
+    assert not decision.of(JobMove)  # nothing runs yet: the job is still waiting
+    assert [c.when for c in decision.of(ExpectedStart)] == [NOW + timedelta(seconds=100)]  # given + 120 s boot

@@ -106,6 +106,8 @@ class Command(BaseCommand):
             slug, version = info["slug"], info["version"]
             newer = seed_profile(slug, f"Slurm {version} cluster", f"{version} 版测试集群", info["ssh_port"], Path(info["known_hosts"]),
                                  info["work_root"])
+            # Its nodes wake in seconds (newer.sh's stand-in BMC), not a real machine's minutes.
+            ClusterProfile.objects.filter(pk=newer.pk).update(node_boot_seconds=info.get("boot_seconds", 120))
             Template.objects.update_or_create(slug=f"gpu-{slug}", defaults=dict(
                 name=f"GPU on Slurm {version}", name_zh=f"{version} 版测试集群上的 GPU", cluster=newer, partition=env("FFP_GPU_PARTITION", "gpu"),
                 gpu_type="", gpu_count=1, cpus_per_task=1, mem="1G", time_limit="00:20:00", chunk_size=2,
