@@ -28,3 +28,37 @@ def setup() -> None:
 
 def storage() -> Path:
     return Path(os.environ.get("FFP_STORAGE", "/srv/ffportal/storage"))
+
+
+#: the Redis database a bench that runs RQ workers takes for itself (make up uses 0, the test runs 11-15)
+BENCH_REDIS_DB = 9
+
+
+def own_redis(db: int = BENCH_REDIS_DB) -> str:
+    """Point REDIS_URL (this process and the workers it starts) at database `db` of the same Redis
+    server, and refuse to go on unless that database is empty: a bench never empties or reads a live
+    queue. Call before setup(); `release_redis()` empties it again at the end (all of it is the bench's)."""
+    import redis
+
+    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[0]
+    url = f"{base}/{db}"
+    keys = redis.Redis.from_url(url).dbsize()
+    if keys:
+        sys.exit(f"Redis database {db} holds {keys} keys: another run is using it. This bench takes an empty "
+                 f"database for its queue and never empties one it did not fill.")
+    os.environ["REDIS_URL"] = url
+    return url
+
+
+def release_redis() -> None:
+    """Empty the bench's own Redis database (checked empty by own_redis at the start)."""
+    import redis
+
+    redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+
+
+def own_media() -> Path:
+    """A throw-away MEDIA_ROOT (call before setup()): sources and thumbnails never land in make up's."""
+    media = Path(tempfile.mkdtemp(prefix="ffp-bench-media-"))
+    os.environ["MEDIA_ROOT"] = str(media)
+    return media

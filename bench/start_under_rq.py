@@ -15,7 +15,11 @@ connections each worker opened (from its log), and the ratio of each worker's me
 in-process one (target for make up's worker: <= 1.2).
 
 Usage: .venv/bin/python bench/start_under_rq.py [ROUNDS] [STARTS_PER_ROUND]
-       (the local cluster up; REDIS_URL names a Redis database this bench may empty)
+       (the local cluster up; REDIS_URL names the Redis server: the bench takes an empty database of
+       its own on it, _portal_env.own_redis, and never touches make up's queue)
+
+It leaves nothing behind: its Redis database is emptied, its media folder and target folder removed,
+and the job folders its Starts made on the cluster deleted.
 """
 from __future__ import annotations
 
@@ -32,8 +36,10 @@ import time
 import uuid
 from pathlib import Path
 
-from _portal_env import ROOT, setup, storage
+from _portal_env import ROOT, own_media, own_redis, release_redis, setup, storage
 
+own_redis()  # before Django reads REDIS_URL: the workers started below inherit it
+MEDIA = own_media()
 setup()
 
 from django.contrib.auth.models import User  # noqa: E402
@@ -91,10 +97,13 @@ class Starts:
         self.face = (storage() / "samples" / "faces" / "Tom_Hanks_54745.png").read_bytes()
         self.runner = get_runner(template.cluster.cluster_config())
         self.queue = enqueue.queue()
+        self.job_folders: list[str] = []  # on the cluster: removed at the end
 
     def _start(self):
-        return start_job(user=self.user, template=self.template, target_folder=self.folder, consent=True,
-                         sources=[SimpleUploadedFile("face.png", self.face)])
+        job = start_job(user=self.user, template=self.template, target_folder=self.folder, consent=True,
+                        sources=[SimpleUploadedFile("face.png", self.face)])
+        self.job_folders.append(job.folder.root)
+        return job
 
     def in_process(self) -> tuple[float, str]:
         t0 = time.perf_counter()
@@ -125,7 +134,6 @@ def summary(seconds: list[float]) -> dict:
 def main(rounds: int = 3, per_round: int = 4) -> int:
     user = User.objects.get(username="demo")
     starts = Starts(user, Template.objects.get(slug="gpu-batch"), make_folder(N_TARGETS))
-    starts.queue.empty()
     starts.runner.run(["true"])  # connect once: in-process Starts use the warm, persistent connection
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     connections = {way: 0 for way in WAYS[1:]}
@@ -152,6 +160,10 @@ def main(rounds: int = 3, per_round: int = 4) -> int:
                 served[way] += per_round + 1
     finally:
         shutil.rmtree(starts.folder, ignore_errors=True)
+        shutil.rmtree(MEDIA, ignore_errors=True)
+        for folder in starts.job_folders:  # the Starts' job folders on the cluster
+            starts.runner.run(["rm", "-rf", "--", folder], timeout=60)
+        release_redis()
     base = statistics.median(times["in-process"])
     print(json.dumps({
         "targets_per_start": N_TARGETS,

@@ -72,8 +72,9 @@ def targets_from_folder(runner, job: Job, chunk_size: int, roots: Roots) -> None
         for first in range(0, len(refused), 500):
             Target.objects.filter(job=job, index__in=refused[first:first + 500]).update(
                 status=TargetStatus.FAILED, message=_("skipped: it is a link that leads outside the folders you may use"))
-        Job.objects.filter(pk=job.pk).update(total=len(rows))
-    job.total = len(rows)
+        videos = sum(1 for e in entries if is_video_name(e.name))
+        Job.objects.filter(pk=job.pk).update(total=len(rows), videos=videos)
+    job.total, job.videos = len(rows), videos
     if refused:
         job.recount()
 

@@ -38,7 +38,7 @@ from jobs.uploads import store as upload_store
 from jobs.uploads.content import check_upload, safe_name, unique_name, without_hidden_characters
 from jobs.uploads.on_complete import check_face
 from worker.choices import FACE_SELECTORS
-from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name
+from worker.manifest import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, default_output_name, is_video_name
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,8 @@ def _attach_targets(job: Job, files: _StartFiles, claimed: list[upload_store.Cla
         Target.objects.create(job=job, index=i, output_name=out, task_index=i // chunk_size,
                               cluster_path=folder.target(out), **row)
     job.total = len(rows)
-    job.save(update_fields=["total"])
+    job.videos = sum(1 for row in rows if is_video_name(row["name"]))
+    job.save(update_fields=["total", "videos"])
 
 
 def _sent(user, ids, kind: str, field: str, problems: list) -> list[Upload]:

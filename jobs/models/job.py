@@ -114,6 +114,9 @@ class Job(models.Model):
     #: job later, in the background (why it waits or failed, each photo's message), is in it (jobs.words)
     language = models.CharField(max_length=16, blank=True, default="")
     total = models.PositiveIntegerField(default=0)
+    #: how many of the targets are videos: counted once when the targets are made, so that no page
+    #: counts a 1,000,000-target job's videos again (jobs.web.views.pages.media_words)
+    videos = models.PositiveIntegerField(default=0, db_default=0)
     done = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
     #: done photos whose result the worker's own look flagged (Target.self_check): "needs a look"

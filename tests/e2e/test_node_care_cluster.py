@@ -123,10 +123,12 @@ def test_asleep_nodes_wake_for_a_job_and_ahead_of_a_booking(api, site, folder, r
     name = f"ffp-wake-{uuid.uuid4().hex[:8]}"
     runner = cluster.runner_for(profile)
     try:
-        # Every node may sleep: idle ones are powered off by Slurm within SuspendTime.
+        # Every node may sleep (idle ones are powered off after SuspendTime: measured below); both are
+        # put to sleep now, as an admin would, rather than waiting for a minute of idleness.
         site.slurm("scontrol", "update", "SuspendExcNodes=")
+        site.slurm("scontrol", "power", "down", ",".join(nodes))
         took = wait_for("every node asleep", lambda: all(map(asleep, nodes)), timeout=SUSPEND_TIME_S + 90)
-        timeline(f"Slurm 26.05: SuspendExcNodes cleared; both nodes asleep after {took:.0f} s")
+        timeline(f"Slurm 26.05: both nodes powered down by scontrol; asleep after {took:.0f} s")
 
         # A job while every node sleeps: Slurm wakes one; the owner reads why it waits.
         fill(folder, {"a.jpg": SAMPLES / "t1.jpg", "b.png": SAMPLES / "astronaut.png"})
@@ -159,10 +161,11 @@ def test_asleep_nodes_wake_for_a_job_and_ahead_of_a_booking(api, site, folder, r
                  f"(SuspendTime {SUSPEND_TIME_S} s)")
         assert time.monotonic() - idle_from >= SUSPEND_TIME_S - 15
 
-        # A booking on the second node, two minutes ahead: woken by the warm-up job, up at its start.
+        # A booking on the second node, 110 s ahead (its nodes are woken 95 s ahead: the wake-up time
+        # and a minute): woken by the warm-up job, up at its start.
         gpu_type = GpuType.objects.get_or_create(cluster=profile, gres_type="a100",
                                                  defaults=dict(memory_gb=40, compute_capability="8.0"))[0]
-        starts = (timezone.now() + timedelta(seconds=120)).replace(microsecond=0)
+        starts = (timezone.now() + timedelta(seconds=110)).replace(microsecond=0)
         made = runner.run(cluster.reservation_create_argv(name, starts, 10, ["ffportal"], [nodes[1]], 1), timeout=30)
         assert made.rc == 0, made.stderr
         booking = Booking.objects.create(

@@ -23,6 +23,6 @@ def profile_form(profile, **overrides) -> dict:
             "username": profile.username, "private_key": "", "known_hosts": profile.known_hosts,
             "work_root": profile.work_root, "target_roots": '["/srv/ffportal/storage"]', "path_mapping": "[]",
             "worker_python": profile.worker_python, "worker_path": "", "models_dir": "", "is_active": "on",
-            "max_targets_per_job": profile.max_targets_per_job}
+            "max_targets_per_job": profile.max_targets_per_job, "node_boot_seconds": profile.node_boot_seconds}
     data.update(overrides)
     return data

@@ -69,3 +69,23 @@ def test_a_team_job_made_before_team_folders_keeps_its_folder_and_a_new_one_gets
     assert NewJob.objects.get(pk=before.pk).folder.root == "/w/jobs/" + str(before.pk)
     made = NewJob.objects.create(owner_id=owner.pk, cluster_id=profile.pk, team_id=team.pk, slurm_account="vfx")
     assert made.folder.root == f"/w/teams/vfx/jobs/{made.pk}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_made_before_video_counts_gets_its_videos_counted_once():
+    old = migrate([("jobs", "0034_power_saving")])
+    User = old.get_model("auth", "User")
+    Profile, Job, Target = (old.get_model("jobs", name) for name in ("ClusterProfile", "Job", "Target"))
+    owner = User.objects.create(username="alice")
+    profile = Profile.objects.create(name="P", slug="p", host="h", username="u", private_key="k", known_hosts="k",
+                                     work_root="/w")
+    mixed = Job.objects.create(owner=owner, cluster=profile, total=4)
+    for i, name in enumerate(["a.jpg", "b.MP4", "c.webm", "d.png"]):
+        Target.objects.create(job=mixed, index=i, name=name, output_name=name, task_index=0)
+    photos = Job.objects.create(owner=owner, cluster=profile, total=1)
+    Target.objects.create(job=photos, index=0, name="x.jpg", output_name="x.jpg", task_index=0)
+    migrate(executor_leaf())
+    from jobs.models import Job as NewJob
+    from jobs.web.views.pages import media_words
+    assert (NewJob.objects.get(pk=mixed.pk).videos, NewJob.objects.get(pk=photos.pk).videos) == (2, 0)
+    assert media_words(NewJob.objects.get(pk=mixed.pk)) == "4 (2 photos and 2 videos)"

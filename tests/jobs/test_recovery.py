@@ -302,7 +302,7 @@ def test_the_page_shows_the_face_photos_used_to_their_owner_only(owner, colleagu
 # -- Plain words, Run again, the phone ---------------------------------------------------------------------
 
 def test_the_page_counts_videos_as_videos(owner, template):
-    job = make_job(owner, template, status=JobStatus.RUNNING, total=10, done=3)
+    job = make_job(owner, template, status=JobStatus.RUNNING, total=10, done=3, videos=2)  # counted at Start
     for i in range(10):
         name = f"{i}.mp4" if i < 2 else f"{i}.jpg"
         Target.objects.create(job=job, index=i, name=name, output_name=name)

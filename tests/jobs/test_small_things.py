@@ -43,7 +43,7 @@ def progress_text(body: str) -> str:
 # ---- a: a running video moves the job's bar ----------------------------------------------------
 
 def test_a_one_video_jobs_bar_moves_with_its_frames(client, owner, template):
-    job = make_job(owner, template, status=JobStatus.RUNNING, slurm_job_id="7", total=1)
+    job = make_job(owner, template, status=JobStatus.RUNNING, slurm_job_id="7", total=1, videos=1)
     Target.objects.create(job=job, index=0, name="clip.mp4", output_name="clip.mp4", status=TargetStatus.RUNNING,
                           frames_done=450, frames_total=900, seconds=30)
     body = page(client, owner, job)
@@ -85,7 +85,7 @@ def test_the_live_bar_and_the_server_agree(done, failed, total, frames):
 
 @pytest.mark.parametrize("lang, cancelled", LANGS)
 def test_a_cancelled_job_says_what_was_cancelled(client, owner, template, lang, cancelled):
-    job = make_job(owner, template, status=JobStatus.CANCELLED, slurm_job_id="7", total=11, done=10)
+    job = make_job(owner, template, status=JobStatus.CANCELLED, slurm_job_id="7", total=11, done=10, videos=1)
     for i in range(10):
         Target.objects.create(job=job, index=i, name=f"p{i}.jpg", output_name=f"p{i}.jpg", status=TargetStatus.DONE)
     Target.objects.create(job=job, index=10, name="clip.mp4", output_name="clip.mp4", status=TargetStatus.CANCELLED)

@@ -7,7 +7,6 @@ from uuid import UUID
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -31,7 +30,6 @@ from jobs.models import Job, JobStatus, Target, TargetStatus
 from jobs.models.job import OK_TARGET_STATUSES
 from jobs.web.views import get_job_for_user, get_target_for_user
 from jobs.web.views.sources import job_sources
-from worker.manifest import VIDEO_EXTENSIONS
 
 JOBS_PER_PAGE = 50
 #: the extra tag of New job's "Job started." message (jobs/web/views/new_job.py)
@@ -134,13 +132,11 @@ def can_retry(job: Job) -> bool:
 
 
 def media_words(job: Job) -> str:
-    """"8 photos", "2 videos" or "10 (8 photos and 2 videos)": the job's targets by kind (one aggregate query); "" before they are known."""
+    """"8 photos", "2 videos" or "10 (8 photos and 2 videos)": the job's targets by kind, from the
+    counts kept on the job (no query); "" before they are known."""
     if not job.total:
         return ""
-    is_video = Q()
-    for ext in VIDEO_EXTENSIONS:
-        is_video |= Q(name__iendswith=ext)
-    videos = job.targets.aggregate(n=Count("pk", filter=is_video))["n"]
+    videos = job.videos
     photos = max(job.total - videos, 0)
     photo_words = ngettext("%(n)s photo", "%(n)s photos", photos) % {"n": f"{photos:,}"}
     video_words = ngettext("%(n)s video", "%(n)s videos", videos) % {"n": f"{videos:,}"}
