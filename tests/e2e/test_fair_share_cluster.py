@@ -1,6 +1,6 @@
 """Fair share between teams, measured on a REAL cluster: Slurm 24.11 (its h200 node: two GPUs). Its
 id ([slurm2411]) puts it in `make test`'s run on the newer clusters, beside the main run rather than
-after it: most of its two minutes is waiting for Slurm.
+after it: most of its three minutes is waiting for Slurm.
 
 Team A queues a big job first: a backlog of WAVES tasks per GPU the template may use, TASK_S seconds each, many waves
 deep on the two GPUs. Right after it, two small portal jobs of one photo are started together:
@@ -22,6 +22,7 @@ them). Other test runs' jobs on the same cluster can take GPUs meanwhile: they l
 backlog and both delays, never the order between A's jobs and B's.
 """
 import re
+import time
 import uuid
 from datetime import datetime
 
@@ -35,9 +36,12 @@ from tests.e2e.conftest import SAMPLES, fill, run_rq, watch_until
 from tests.e2e.test_end_to_end import start
 from tests.e2e.test_teams_cluster import forget
 
-#: team A's backlog: 15 waves on two GPUs (about 90 s), to outlast the wait for Slurm's usage pass (up to a
-#: minute, PriorityCalcPeriod) plus one task with room to spare
-WAVES = 15
+#: team A's backlog: 25 waves on the GPUs (about 125-150 s). B's job overtakes at Slurm's next usage
+#: pass (PriorityCalcPeriod: up to a minute after A's tasks start; pending jobs are re-ranked only
+#: then), after its way through the portal (seconds; more on a new machine) and one task: at most
+#: about 90 s. 15 waves (75-90 s) was too short: on a new machine B's job started 5 s after the
+#: backlog's last task (CI).
+WAVES = 25
 TASK_S = 5
 
 
@@ -80,9 +84,16 @@ def test_another_teams_small_job_starts_before_a_big_teams_backlog_drains(api, s
         small_b.refresh_from_db()
         small_a.refresh_from_db()
 
-        rows = _sacct(host, backlog, small_b.slurm_job_id, small_a.slurm_job_id)
-        tasks = [r for r in rows if r["JobID"].startswith(f"{backlog}_")]
-        assert len(tasks) == backlog_tasks and all(r["State"] == "COMPLETED" for r in tasks), rows
+        # A's small job may end while the backlog's last wave still runs: wait for the backlog's end.
+        deadline = time.monotonic() + 120
+        while True:
+            rows = _sacct(host, backlog, small_b.slurm_job_id, small_a.slurm_job_id)
+            tasks = [r for r in rows if r["JobID"].startswith(f"{backlog}_")]
+            if len(tasks) == backlog_tasks and not any(r["State"] in ("PENDING", "RUNNING") for r in tasks):
+                break
+            assert time.monotonic() < deadline, [r for r in tasks if r["State"] != "COMPLETED"]
+            time.sleep(2)
+        assert all(r["State"] == "COMPLETED" for r in tasks), [r for r in tasks if r["State"] != "COMPLETED"]
         (b_row,) = [r for r in rows if r["JobID"].startswith(f"{small_b.slurm_job_id}_")]
         (a_row,) = [r for r in rows if r["JobID"].startswith(f"{small_a.slurm_job_id}_")]
         # Each job carries its team's account; one QOS for all, so only fair share and age can order them.
