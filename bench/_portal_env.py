@@ -2,7 +2,9 @@
 (from scripts/cluster/env.sh's variables) and a user. Needs the local cluster up (make up / test)."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -12,7 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def setup() -> None:
     sys.path.insert(0, str(ROOT))
-    db = Path(tempfile.mkdtemp(prefix="ffp-bench-db-")) / "bench.sqlite3"
+    folder = tempfile.mkdtemp(prefix="ffp-bench-db-")
+    atexit.register(shutil.rmtree, folder, True)  # a bench leaves no files behind
+    db = Path(folder) / "bench.sqlite3"
     os.environ["DATABASE_URL"] = f"sqlite:///{db}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ["SUBMIT_ON_START"] = "false"

@@ -24,6 +24,9 @@ cluster printed back). Prints per case the cycle seconds min / median / max, exe
 and sacct jobs per cycle (min / max), and the ratios of the medians, all from this run.
 
 Usage: .venv/bin/python bench/watcher_cycle.py   (the local cluster must be up)
+
+With `--targets`: one cycle with 100 vs 100,000 vs 1,000,000 active targets instead (200 jobs of
+5,000 targets, records changing as a million photos a day make them): bench/_watcher_targets.py.
 """
 from __future__ import annotations
 
@@ -33,8 +36,11 @@ import statistics
 import sys
 import time
 
-from _portal_env import setup
+from _portal_env import own_redis, release_redis, setup
 
+TARGETS = "--targets" in sys.argv[1:]
+if TARGETS:  # the cycles enqueue output fetches: into an empty Redis database of the bench's own
+    own_redis()
 setup()
 
 from django.contrib.auth.models import User  # noqa: E402
@@ -120,7 +126,7 @@ def make_jobs(user, template, profile, slurm_ids: list[str]) -> list[Job]:
 def write_progress_records(runner, profile, jobs: list[Job]) -> None:
     """A record per task: 2 targets done (outputs already fetched: no fetch is asked), 1 running."""
     for job in jobs:
-        folder = profile.job_folder(job.id)
+        folder = job.folder
         runner.makedirs(folder.progress)
         for task in range(TASKS):
             first = task * TARGETS_PER_TASK
@@ -203,7 +209,7 @@ def main() -> int:
                 still_active(active)
     finally:
         runner.run(slurm.scancel_argv(held + killed), timeout=60)
-        roots = [profile.job_folder(j.id).root for j in Job.objects.filter(slurm_job_id__in=held + killed)]
+        roots = [j.folder.root for j in Job.objects.filter(slurm_job_id__in=held + killed)]
         for i in range(0, len(roots), 50):
             runner.run(["rm", "-rf", "--", *roots[i:i + 50]], timeout=60)
         Job.objects.filter(slurm_job_id__in=held + killed).delete()
@@ -221,4 +227,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if TARGETS:
+        from _watcher_targets import main as targets_main
+        try:
+            sys.exit(targets_main())
+        finally:
+            release_redis()
     sys.exit(main())

@@ -6,17 +6,43 @@ single line (see worker/progress.py). One `find` over all the active jobs' progr
 prints `<path>\\t<document>` per file; missing folders (a job not started yet) are not an error.
 The files are printed by one `awk` per batch of paths (`-exec ... +`), not one `cat` per file: with
 hundreds of records a process per file was most of the watcher's cycle.
+
+Only what changed is read: `newer_than` (a time on the CLUSTER's clock, from `clock_argv` in an
+earlier round trip) keeps `find` to records rewritten since then (`-newermt @T`), so a cycle reads
+the records of the targets that moved, not every record of every active job (a job of 100,000
+targets once sent 24 MB of unchanged records every cycle). The cluster's own clock is used because
+the portal's may differ from the file server's.
 """
 from __future__ import annotations
 
+import math
 import posixpath
 
 
-def progress_argv(progress_dirs: list[str]) -> list[str]:
+def progress_argv(progress_dirs: list[str], newer_than: float | None = None) -> list[str]:
     """`find` printing `path<TAB>content` for every task record under the given folders (a record
-    is one line: the worker writes each document on a single line)."""
-    return ["find", *progress_dirs, "-maxdepth", "1", "-name", "task-*.json", "-type", "f",
+    is one line: the worker writes each document on a single line); with `newer_than` (seconds since
+    the epoch, the cluster's clock), only those modified after it. No folders: a command that prints
+    nothing (find without a folder would search the login directory)."""
+    if not progress_dirs:
+        return ["true"]
+    newer = ["-newermt", f"@{newer_than:.3f}"] if newer_than is not None else []
+    return ["find", *progress_dirs, "-maxdepth", "1", "-name", "task-*.json", "-type", "f", *newer,
             "-exec", "awk", '{ print FILENAME "\\t" $0 }', "{}", "+"]
+
+
+def clock_argv() -> list[str]:
+    """The cluster's time, seconds since the epoch with a fraction (`date +%s.%N`)."""
+    return ["date", "+%s.%N"]
+
+
+def parse_clock(stdout: str) -> float | None:
+    """`clock_argv`'s answer as a number; None for anything else (the next read is then whole)."""
+    try:
+        value = float(stdout.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def parse_progress_dump(stdout: str) -> dict[str, list[str]]:

@@ -13,6 +13,7 @@ second form into OUT_OF_MEMORY, so the portal keeps memory kills distinct from o
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable, Protocol
 
@@ -48,8 +49,21 @@ def base_state(value: Any) -> str:
     "CANCELLED by 1001" (sacct text) -> CANCELLED; "RUNNING+COMPLETING" -> RUNNING;
     ["PENDING", "REQUEUED"] (newer JSON) -> PENDING; "cancelled" -> CANCELLED.
     """
-    words = [str(v) for v in value] if isinstance(value, (list, tuple)) else \
-        re.split(r"[\s,+]+", str(value or "").strip())
+    if isinstance(value, str):
+        # The watcher asks this of every task of every active job each cycle (tens of thousands of
+        # calls at a million targets): the same few spellings, so each is worked out once.
+        return value if value in _KNOWN else _base_state_of_text(value)
+    if isinstance(value, (list, tuple)):
+        return _base_state_of_words([str(v) for v in value])
+    return _base_state_of_text(str(value or ""))
+
+
+@functools.lru_cache(maxsize=1024)
+def _base_state_of_text(value: str) -> str:
+    return _base_state_of_words(re.split(r"[\s,+]+", value.strip()))
+
+
+def _base_state_of_words(words: list[str]) -> str:
     words = [w.strip().upper() for w in words if w.strip()]
     for word in words:
         if word in _KNOWN:

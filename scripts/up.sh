@@ -109,13 +109,19 @@ stop() {
 trap 'stop; exit 0' INT TERM
 trap stop EXIT
 # The logs are the service user's too (this root shell opens them for the redirections below).
-for name in rqworker watcher web; do
+# FFP_RQ_WORKERS RQ workers (default 2) share the queue: submissions, and the outputs fetched in batches
+# (jobs/background/enqueue.py), whose rate grows with the workers (bench/output_fetch.py, docs/scale.md).
+rq_workers=${FFP_RQ_WORKERS:-2}
+case "$rq_workers" in ''|*[!0-9]*|0) echo "FFP_RQ_WORKERS must be a whole number of 1 or more, not '$rq_workers'" >&2; exit 2 ;; esac
+for name in $(seq -f 'rqworker-%g' 1 "$rq_workers") watcher web; do
   install -m 600 -o "$WEB" -g "$WEB" /dev/null "$PORTAL_VAR/log/$name.log"
 done
 # setsid: Ctrl-C reaches this script only, whose trap stops the three in order and reports honestly.
 # The RQ worker runs jobs in its own process (no fork per job), so its SSH connection to the cluster
 # stays open from one Start to the next (jobs/background/rq_worker.py says what stands in for the fork).
-setsid "${as_web[@]}" "$PY" manage.py portal_rqworker >"$PORTAL_VAR/log/rqworker.log" 2>&1 & pids+=($!)
+for n in $(seq 1 "$rq_workers"); do
+  setsid "${as_web[@]}" "$PY" manage.py portal_rqworker >"$PORTAL_VAR/log/rqworker-$n.log" 2>&1 & pids+=($!)
+done
 setsid "${as_web[@]}" "$PY" manage.py watch_cluster >"$PORTAL_VAR/log/watcher.log" 2>&1 & pids+=($!)
 # The web server as FFP_WEB_PROCESSES processes sharing the port (default: one per core, at most 2;
 # portal/server.py): each process fans an event out to its own sockets, on its own core (docs/scale.md).
@@ -131,7 +137,7 @@ cat <<MSG
   FaceFusion Portal is up:  http://127.0.0.1:$PORT/
   log in as:                demo / $(cat "$PORTAL_VAR/demo-password")
   sample target folder:     $FFP_SAMPLE_FACES
-  logs:                     $PORTAL_VAR/log/ (rqworker, watcher, web)
+  logs:                     $PORTAL_VAR/log/ (rqworker-1..$rq_workers, watcher, web)
   web server:               $web_processes process(es) (FFP_WEB_PROCESSES)
   runs as:                  $WEB (DEBUG off; secrets in $PORTAL_VAR/secrets, mode 600)
 

@@ -36,6 +36,7 @@ tests/cluster/samples/22.05/squeue_tasks_*.txt):
 """
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime, timezone
 
@@ -100,6 +101,7 @@ def _tasks_of(line: str) -> list[SlurmTask]:
     return [SlurmTask(job_id, i, pending_array_range=task.strip("[]"), **fields) for i in expand_array_range(task)]
 
 
+@functools.lru_cache(maxsize=4096)  # the tasks of one array share their times: parsed once each
 def _utc_epoch(text: str) -> int | None:
     """squeue's "2026-12-01T04:32:10" (written in UTC, see above) as epoch seconds; None for "N/A",
     "Unknown" or anything else that is no time."""

@@ -80,6 +80,8 @@ def enqueue_cancel(job) -> None:
                     result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL)
 
 
+#: outputs fetched by one RQ job at most (about a second of a worker's time)
+FETCH_BATCH = 25
 #: what the watcher asks the RQ worker to fetch: the RQ id's prefix and the function that fetches it
 _FETCHES = {
     "outputs": ("fetch", "jobs.watcher.outputs.fetch_outputs"),  # finished outputs, and their thumbnails
@@ -89,17 +91,20 @@ _FETCHES = {
 
 def enqueue_output_fetch(job, indexes: list[int], what: str = "outputs") -> None:
     """Fetch these targets' outputs (and make thumbnails), or with `what="posters"` their running
-    videos' posters, on the RQ worker: never in the watcher's poll.
+    videos' posters, on the RQ workers: never in the watcher's poll.
 
-    One RQ job per job and batch; its id names the batch's first and last index so the same batch
+    One RQ job per FETCH_BATCH targets: several workers share one big job's outputs (bench/output_fetch.py:
+    the rate grows with the workers), and a submission queued behind them waits for one batch, not
+    for a whole job's. Each RQ id names its batch's first and last index and size, so the same batch
     seen again in the next cycle, while still queued, collapses into the queued one.
     """
-    if not indexes:
-        return
     prefix, func = _FETCHES[what]
-    rq_id = f"{prefix}-{job.id}-{min(indexes)}-{max(indexes)}-{len(indexes)}"
-    queue().enqueue(func, str(job.id), sorted(indexes), job_id=rq_id,
-                    retry=FETCH_RETRY, job_timeout=FETCH_OUTPUTS_TIMEOUT, result_ttl=60, failure_ttl=FAILURE_TTL)
+    ordered = sorted(indexes)
+    for start in range(0, len(ordered), FETCH_BATCH):
+        batch = ordered[start:start + FETCH_BATCH]
+        rq_id = f"{prefix}-{job.id}-{batch[0]}-{batch[-1]}-{len(batch)}"
+        queue().enqueue(func, str(job.id), batch, job_id=rq_id, retry=FETCH_RETRY,
+                        job_timeout=FETCH_OUTPUTS_TIMEOUT, result_ttl=60, failure_ttl=FAILURE_TTL)
 
 
 #: scontrol create/delete reservation: one SSH command

@@ -149,10 +149,10 @@ def _waiting_reason(st: SlurmTask, task: TaskRow, dead_nodes: frozenset[str], bo
     count; seen on 22.05, 24.11 and 26.05), and the earlier run's end is only in sacct --duplicates."""
     if st.state == "RESV_DEL_HOLD":
         return slurm_states.booking_over_reason(gettext)
-    node_failed = slurm_states.node_failed_reason(gettext)
     if st.restarts and st.state in (PENDING, RUNNING):
         # Waiting, or already running again elsewhere (26.05 reran it at once: no waiting was seen),
         # after the node it ran on died; said until it has finished.
+        node_failed = slurm_states.node_failed_reason(gettext)
         moved = task.node and task.node != st.node and task.node in dead_nodes
         if moved or task.reason == node_failed:
             return node_failed
@@ -226,6 +226,7 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
     if not slurm.queued and not slurm.accounted and slurm.asked_accounting:
         if slurm.answered and job.submitted_at and now - job.submitted_at > LOST_AFTER:
             changes.append(JobMove("lose", {"finished_at": now}))
+        decision.records_read = False
         return decision
 
     states = merged_states(slurm)
@@ -269,6 +270,13 @@ def decide(job: JobRow, slurm: SlurmAnswer, records: list[TaskProgress], log_tai
                 targets[rec.index] = dataclasses.replace(target, **new)
             if rec.status == "running" and getattr(rec, "poster", False) and _may_ask(targets[rec.index], now):
                 posters.append(rec.index)
+    # A record read in an earlier cycle, before Slurm showed its task requeued: the target it
+    # failed with the task waits again all the same (records are read only when they change).
+    for target in list(targets.values()):
+        if target.task_index in paused and target.failed_with_task and target.status == "failed":
+            new = {"status": "waiting", "message": paused[target.task_index], "failed_with_task": False, "seconds": None}
+            changes.append(TargetChange(target.index, new))
+            targets[target.index] = dataclasses.replace(target, **new)
     if posters:
         changes.append(FetchPosters(tuple(sorted(posters))))
 

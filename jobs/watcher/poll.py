@@ -2,9 +2,11 @@
 
     poll (this module)  ->  decide (jobs.watcher.decide, pure)  ->  apply (jobs.watcher.apply)
 
-Each cycle runs `squeue` (text, of our jobs only: `cluster.slurm.queue`), the accounting query, a
-`find` over the jobs' progress folders, `sinfo` of the nodes that are down (`cluster.slurm.nodes`) and
-`tail` of the logs the last cycle asked for, all in ONE
+Each cycle runs `squeue` (text, of our jobs only: `cluster.slurm.queue`), the accounting query, the
+cluster's clock and a `find` over the jobs' progress folders printing only the records rewritten
+since the last cycle read them (a job new to this process: all of them; `cluster.progress`), `sinfo`
+of the nodes that are down (`cluster.slurm.nodes`) and `tail` of the logs the last cycle asked for,
+all in ONE
 exec (`SSHRunner.run_batch`), whatever happens. The accounting query (`cluster.slurm.accounting`)
 runs `sacct` (~0.36 s of slurmdbd, the cycle's largest fixed cost) only for the jobs with a task
 that left the queue, decided on the cluster in that same exec from the tasks the rows call queued
@@ -12,7 +14,9 @@ or running; and for every job once per ACCOUNTING_EVERY (the slower beat, which 
 
 State lives in the database only (a task waiting for its log says so on its row), so a restarted
 watcher resumes from the stored Slurm ids: the question "which tasks left the queue" is asked
-afresh each cycle, and the beat is due at once in a new process.
+afresh each cycle, and the beat is due at once in a new process. What the process keeps (when the
+records were last read, which writes were applied) only saves reading: a new process reads every
+record once.
 """
 from __future__ import annotations
 
@@ -27,13 +31,13 @@ from django.utils import timezone
 
 import cluster
 from cluster import ClusterError, slurm
-from cluster.progress import log_tail_argv, parse_progress_dump, progress_argv
+from cluster.progress import clock_argv, log_tail_argv, parse_clock, parse_progress_dump, progress_argv
 from jobs.job.model_sets import record_models_used
 from jobs.live.protocol import Publisher
 from jobs.log_context import log_context
 from jobs.models import ClusterProfile, Job, JobAttempt, JobStatus
 from jobs.watcher import reconcile
-from jobs.watcher.apply import apply, job_row, target_rows
+from jobs.watcher.apply import apply, job_row, target_rows, task_rows
 from jobs.watcher.decide import SlurmAnswer, decide, expected_in_queue
 from jobs.words import in_language_of
 from worker.progress import TaskProgress
@@ -50,6 +54,18 @@ ACCOUNTING_EVERY = 30.0
 _last_full_accounting: dict[int, float] = {}
 _accounting_lock = threading.Lock()
 
+#: seconds a record's time may lag the cluster's clock (written during the last read; a file
+#: server's clock a little behind) and still be read as changed
+PROGRESS_OVERLAP_S = 3.0
+#: jobs remembered as read (a few hundred a day at a million photos); past it, only the current ones
+KNOWN_JOBS_MAX = 20_000
+# Per profile: the cluster's clock when the last cycle's records were read, and the jobs they were
+# read for. Losing it (a new process) costs one whole read, never a missed record.
+_last_progress_read: dict[int, tuple[float | None, frozenset]] = {}
+# Per profile: which write of each record the last cycle applied (the overlap reads it again)
+_last_applied: dict[int, dict[tuple, float]] = {}
+_progress_lock = threading.Lock()
+
 
 @dataclass
 class CycleResult:
@@ -64,29 +80,31 @@ class CycleResult:
 
 def poll_profile(profile: ClusterProfile) -> CycleResult:
     jobs = list(Job.objects.filter(cluster=profile, status__in=(JobStatus.PENDING, JobStatus.RUNNING))
-                .exclude(slurm_job_id="").select_related("cluster").prefetch_related("tasks")
-                .order_by("created_at"))
+                .exclude(slurm_job_id="").select_related("cluster").order_by("created_at"))
     result = CycleResult(jobs=len(jobs))
     if not jobs:
         return result
-    targets = target_rows([j.pk for j in jobs])
-    rows = {j.pk: job_row(j, targets.get(j.pk, ())) for j in jobs}
+    tasks = task_rows([j.pk for j in jobs])
+    bare = {j.pk: job_row(j, tasks.get(j.pk, ()), ()) for j in jobs}  # targets join once records are read
     expected: dict[str, set[int]] = {}
     for job in jobs:  # two rows never share a Slurm id, but the union is right if they did
-        expected.setdefault(job.slurm_job_id, set()).update(expected_in_queue(rows[job.pk]))
+        expected.setdefault(job.slurm_job_id, set()).update(expected_in_queue(bare[job.pk]))
     ids = sorted(expected)
     folders = {j.pk: j.folder for j in jobs}
     logs = [(job, task.index, folders[job.pk].log(job.slurm_job_id, task.index))
-            for job in jobs for task in job.tasks.all() if task.log_wait_since is not None][:MAX_LOG_TAILS]
+            for job in jobs for task in tasks.get(job.pk, ()) if task.log_wait_since is not None][:MAX_LOG_TAILS]
     mark, every_job = secrets.token_hex(8), _full_accounting_due(profile.pk)
     # On the slower beat, sacct also tells how the earlier attempts of a stale job ended (reconcile).
-    stale = attempt_rows([j for j in jobs if every_job and reconcile.stale(rows[j.pk], timezone.now())])
+    stale = attempt_rows([j for j in jobs if every_job and reconcile.stale(bare[j.pk], timezone.now())], tasks)
     accounting = {i: sorted(expected[i]) for i in ids}
     for attempt in (a for attempts in stale.values() for a in attempts):
         accounting.setdefault(attempt.slurm_job_id, [])
+    since, known = _progress_since(profile.pk)
     commands = [slurm.squeue_tasks_argv(ids),
                 slurm.accounting_when_needed_argv(accounting, mark, every_job),
-                progress_argv([f.progress for f in folders.values()]),
+                clock_argv(),
+                progress_argv([f.progress for pk, f in folders.items() if pk not in known]),
+                progress_argv([f.progress for pk, f in folders.items() if pk in known], newer_than=since),
                 slurm.dead_nodes_argv()]
     commands += [log_tail_argv(path) for _job, _index, path in logs]
     try:
@@ -97,37 +115,55 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
         _unreachable(profile, jobs, exc)
         result.error = str(exc)
         return result
-    sq, acct, pr, dead, *tails = answers
+    sq, acct, clock, whole, changed, dead, *tails = answers
     # (a failed sinfo names no node: a requeued task then reads as paused, never as failed)
     dead_nodes = slurm.parse_dead_nodes(dead.stdout) if dead.rc == 0 else frozenset()
     pub = Publisher()
     _reachable(profile, jobs, pub)
 
-    in_queue, in_acct, asked, answered = _slurm_answers(profile, sq, acct, mark, sole_indexes(rows.values()))
+    in_queue, in_acct, asked, answered = _slurm_answers(profile, sq, acct, mark, sole_indexes(bare.values()))
     if every_job and set(asked) == set(accounting) and answered:
         _full_accounting_done(profile.pk)
     result.accounted = len(asked)
-    docs = parse_progress_dump(pr.stdout)
+    docs = parse_progress_dump(whole.stdout + "\n" + changed.stdout)
+    # A record read again only for the overlap (the same write the last cycle applied) changes
+    # nothing: left out before its targets are loaded.
+    applied = _applied_writes(profile.pk)
+    read = {}
+    for job in jobs:
+        with log_context(job_id=str(job.id), slurm_job_id=job.slurm_job_id):  # an unreadable one is logged
+            read[job.pk] = _records(job, docs.get(folders[job.pk].progress, []))
+    records = {pk: [r for r in rs if applied.get((pk, r.task_index)) != r.updated_at] for pk, rs in read.items()}
+    # Only the targets a record read this cycle names, and those the rules must see whatever was
+    # read (outputs not fetched yet, targets stopped with their task): never every target of a job.
+    targets = target_rows([j.pk for j in jobs], {pk: {r.task_index for r in rs} for pk, rs in records.items() if rs})
+    rows = {pk: dataclasses.replace(row, targets=targets.get(pk, ())) for pk, row in bare.items()}
     tails_by_job: dict[object, dict[int, str]] = {}
     for (job, index, _path), res in zip(logs, tails):
         tails_by_job.setdefault(job.pk, {})[index] = res.stdout  # a missing log reads as empty
     now = timezone.now()
+    unread = set()  # jobs whose records this cycle's rules did not look at
     for job in jobs:
         answer = SlurmAnswer(queued=in_queue.get(job.slurm_job_id, {}), accounted=in_acct.get(job.slurm_job_id, {}),
                              answered=answered, asked_accounting=job.slurm_job_id in asked, dead_nodes=dead_nodes,
                              boot_seconds=profile.node_boot_seconds)
         # Slurm's reasons and the job's messages, in the owner's words; its lines carry its ids.
         with in_language_of(job), log_context(job_id=str(job.id), slurm_job_id=job.slurm_job_id):
-            records = _records(job, docs.get(folders[job.pk].progress, []))
-            record_models_used(job, records)  # which model files (name + SHA-256) its tasks loaded
+            record_models_used(job, records[job.pk])  # which model files (name + SHA-256) its tasks loaded
             row, fixes = rows[job.pk], []
             if job.pk in stale and answered:
                 row, fixes = _reconciled(row, stale[job.pk], in_acct, answer.queued, now)
-            decision = decide(row, answer, records, tails_by_job.get(job.pk, {}), now)
+            decision = decide(row, answer, records[job.pk], tails_by_job.get(job.pk, {}), now)
             decision.changes[:0] = fixes
+            if not decision.records_read:
+                unread.add(job.pk)
             if apply(job, decision, pub):
                 result.changed.append(str(job.id))
     pub.flush()  # after the changes are committed: a page that resyncs now sees the same state
+    # Every record read is applied: the next cycle reads only what changes from now on (a cycle that
+    # failed before this point reads the same records again).
+    _progress_read(profile.pk, parse_clock(clock.stdout) if clock.rc == 0 else None, {j.pk for j in jobs}, unread,
+                   {(pk, r.task_index): r.updated_at for pk, rs in read.items() if pk not in unread for r in rs})
     return result
 
 
@@ -141,11 +177,11 @@ def sole_indexes(rows) -> dict[str, int]:
     return out
 
 
-def attempt_rows(jobs: list[Job]) -> dict[object, list[reconcile.AttemptRow]]:
-    """Every attempt of these jobs with its Slurm job id, by job pk (one query). A job never retried
-    has no JobAttempt rows: its one attempt is the job itself."""
+def attempt_rows(jobs: list[Job], tasks: dict) -> dict[object, list[reconcile.AttemptRow]]:
+    """Every attempt of these jobs with its Slurm job id, by job pk (one query); `tasks`: their task
+    rows by job pk. A job never retried has no JobAttempt rows: its one attempt is the job itself."""
     out: dict[object, list[reconcile.AttemptRow]] = {
-        j.pk: [reconcile.AttemptRow(1, j.slurm_job_id, tuple(t.index for t in j.tasks.all()))] for j in jobs}
+        j.pk: [reconcile.AttemptRow(1, j.slurm_job_id, tuple(t.index for t in tasks.get(j.pk, ())))] for j in jobs}
     current = {j.pk: (j.attempt, j.slurm_job_id) for j in jobs}
     recorded: dict[object, list[reconcile.AttemptRow]] = {}
     for job_pk, number, slurm_id, indexes, ended in (JobAttempt.objects.filter(job__in=list(out))
@@ -168,6 +204,37 @@ def _reconciled(row, attempts, in_acct, queued, now):
     by_index = {c.index: c.fields for c in fixes}
     tasks = tuple(dataclasses.replace(t, **by_index[t.index]) if t.index in by_index else t for t in row.tasks)
     return dataclasses.replace(row, tasks=tasks), fixes
+
+
+def _progress_since(profile_pk: int) -> tuple[float | None, frozenset]:
+    """(the cluster time from which records count as changed, the jobs whose records were read up
+    to then). A job not among them (new to this process, or active again after a retry) has every
+    record read. The time goes back PROGRESS_OVERLAP_S: a record written while the last read ran, or
+    stamped by a file server whose clock is a little behind, is read again rather than missed."""
+    with _progress_lock:
+        when, known = _last_progress_read.get(profile_pk, (None, frozenset()))
+    if when is None:
+        return None, frozenset()
+    return when - PROGRESS_OVERLAP_S, known
+
+
+def _applied_writes(profile_pk: int) -> dict[tuple, float]:
+    """{(job pk, task index): the record's `updated_at`} of the records the last cycle applied."""
+    with _progress_lock:
+        return _last_applied.get(profile_pk, {})
+
+
+def _progress_read(profile_pk: int, clock: float | None, job_pks: set, unread: set,
+                   applied: dict[tuple, float]) -> None:
+    """Note a cycle's read. The jobs read stay known while the process lives (a job that leaves the
+    active ones and comes back, a retry, still has its records by their times), up to KNOWN_JOBS_MAX;
+    a job whose records the rules did not look at (`unread`: Slurm had nothing to say of it) has
+    them all read again next time."""
+    with _progress_lock:
+        _when, known = _last_progress_read.get(profile_pk, (None, frozenset()))
+        known = (known | job_pks if len(known) < KNOWN_JOBS_MAX else frozenset(job_pks)) - unread
+        _last_progress_read[profile_pk] = (clock, known if clock is not None else frozenset())
+        _last_applied[profile_pk] = applied
 
 
 def _full_accounting_due(profile_pk: int) -> bool:

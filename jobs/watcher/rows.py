@@ -180,6 +180,9 @@ class Decision:
     changes: list = dataclasses.field(default_factory=list)
     #: array indexes whose log must be read in the next cycle's round trip
     logs_wanted: list[int] = dataclasses.field(default_factory=list)
+    #: False when the rules stopped before the workers' records (Slurm knew nothing of the job this
+    #: cycle): the watcher reads them all again next cycle, as they were not applied
+    records_read: bool = True
 
     def of(self, kind) -> list:
         return [c for c in self.changes if isinstance(c, kind)]

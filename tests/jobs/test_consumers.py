@@ -22,6 +22,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
+from jobs.live import consumers
 from jobs.live.consumers import CLOSE_NOT_FOUND
 from jobs.live.protocol import Publisher, job_group
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task
@@ -268,6 +269,23 @@ async def test_it_answers_resync_with_a_fresh_snapshot_and_ignores_anything_else
     snap = await comm.receive_json_from()
     assert set(snap) == SNAPSHOT_KEYS
     assert snap["job"]["progress"]["failed"] == 2 and snap["job"]["error"] == "Two images had no face."
+    await comm.disconnect()
+
+
+@run_async
+async def test_a_socket_asking_for_snapshots_in_a_burst_gets_one_now_and_one_current_at_the_windows_end(
+        owner, job, monkeypatch):
+    monkeypatch.setattr(consumers, "RESYNC_EVERY_S", 3.0)  # seconds of slack for the change below, even loaded
+    comm = await connect(f"/ws/jobs/{job.id}/", owner)
+    await comm.receive_json_from()
+    for _ in range(5):  # a tab asking over and over
+        await comm.send_json_to({"type": "resync"})
+    assert (await comm.receive_json_from())["type"] == "snapshot"
+    assert await comm.receive_nothing(timeout=0.2)  # the other four wait for the window's end
+    await db(lambda: Job.objects.filter(pk=job.pk).update(failed=2))()
+    late = await comm.receive_json_from(timeout=5)  # one answer for all four, read after the change
+    assert late["type"] == "snapshot" and late["job"]["progress"]["failed"] == 2
+    assert await comm.receive_nothing(timeout=0.5)
     await comm.disconnect()
 
 

@@ -59,6 +59,17 @@ def test_the_target_the_worker_was_stopped_on_waits_again_and_finished_ones_stay
     assert fields[1]["status"] == "waiting" and fields[1]["message"] == PAUSED and not fields[1].get("failed_with_task")
 
 
+def test_a_target_failed_with_its_task_waits_again_when_slurm_shows_the_task_requeued_a_cycle_later():
+    # The worker's record was read (and applied) the cycle before squeue showed the task requeued;
+    # records are read only when they change, so this cycle has none: the row alone decides.
+    targets = [TargetRow(index=0, task_index=0, status="done", has_output=True),
+               TargetRow(index=1, task_index=0, status="failed", failed_with_task=True, message="stopped")]
+    decision = decide(row(targets=targets), SlurmAnswer(queued=queued("4791"), asked_accounting=False), [], {}, NOW)
+    fields = {c.index: c.fields for c in decision.of(TargetChange)}
+    assert list(fields) == [1]
+    assert fields[1]["status"] == "waiting" and fields[1]["message"] == PAUSED and fields[1]["failed_with_task"] is False
+
+
 def test_a_task_stopped_for_another_reason_still_fails():
     record = TaskProgress(job="j", task_index=1, targets=[
         TargetRecord(index=2, target="/in/2.jpg", output="2.jpg", status="failed", stopped_by_task_end=True)])

@@ -345,7 +345,7 @@ def test_the_watcher_the_fetches_and_the_clean_up_find_a_team_jobs_folder(templa
     folder = f"{storage.work}/teams/vfx/jobs/{job.id}"
     runner = fake_ssh(on_batch=CannedSlurm(), serve=jpeg_bytes)
     poll.poll_profile(template.cluster)
-    find = runner.batches[0][2]
+    find = runner.batches[0][3]
     assert find[0] == "find" and f"{folder}/out/progress" in find
     Target.objects.filter(job=job).update(status=TargetStatus.DONE)
     assert outputs.fetch_outputs(str(job.id), [0]) == 1

@@ -43,7 +43,8 @@ class CannedSlurm:
 
     def __init__(self, sacct="", codes="", progress="", squeue=EMPTY_SQUEUE, log_tail="",
                  squeue_failure=None, dead_nodes="", output=b"\xff\xd8 swapped"):
-        self.answers = {"squeue": squeue, "sacct": sacct, "codes": codes, "find": progress, "sinfo": dead_nodes}
+        self.answers = {"squeue": squeue, "sacct": sacct, "codes": codes, "find": progress, "sinfo": dead_nodes,
+                        "date": "", "true": ""}  # no clock: every cycle reads every record
         self.log_tail = log_tail
         self.squeue_failure = squeue_failure
         self.output = output
@@ -141,8 +142,9 @@ def test_it_polls_every_active_job_in_one_round_trip(fake, owner, template):
         make_job(owner, template, sid, tasks=1)
     watcher.poll_profile(template.cluster)
     assert len(runner.batches) == 1
-    squeue, accounting, find, sinfo = runner.batches[0]
+    squeue, accounting, clock, find, changed, sinfo = runner.batches[0]
     assert squeue[:3] == ["env", "TZ=UTC", "squeue"] and accounting[0] == "sh" and find[0] == "find"
+    assert clock[0] == "date" and changed == ["true"]  # new to this watcher: every record is read
     assert sinfo[:4] == ["sinfo", "--noheader", "--Node", "--states=down,fail,no_respond"]
     assert slurm.accounted == ["101,102,103"]
 
@@ -164,9 +166,9 @@ def test_it_ends_partially_failed_when_one_task_failed(fake, owner, template, la
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING and job.tasks.get(index=2).state == "RUNNING"  # its log is read next
-    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "find", "sinfo"]
+    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "date", "find", "true", "sinfo"]
     watcher.poll_profile(template.cluster)
-    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "find", "sinfo", "tail"]
+    assert [argv[0] for argv in runner.batches[-1]] == ["env", "sh", "date", "find", "true", "sinfo", "tail"]
     assert runner.batches[-1][-1][-1] == job.folder.log("33", 2)
     job.refresh_from_db()
     assert job.status == JobStatus.PARTIALLY_FAILED
