@@ -47,6 +47,9 @@ from jobs.watcher import poll
 JOBS, TASKS, PER_TASK = 200, 40, 125
 SMALL_TASKS = 1
 CHANGES = 24
+#: what the made-up records and rows say a photo took (input the watcher copies, not a measurement:
+#: the same on both sides, so a record read again changes nothing)
+PHOTO_SECONDS = 0.4
 ROUNDS = 1 if "--profile" in sys.argv[1:] else 3
 CASES = {"100": 0, "100000": 20, "1000000": 200}  # how many of the big jobs are active (0: the small one)
 
@@ -73,7 +76,7 @@ def record(job: Job, task: int, done_upto: int) -> dict:
     first = task * PER_TASK
     targets = [{"index": i, "target": f"/in/shoot/{i:07d}.jpg", "output": f"{i:07d}.jpg",
                 "status": "done" if i - first < done_upto else "running", "faces_found": 1,
-                "faces_swapped": 1 if i - first < done_upto else 0, "seconds": 0.4, "message": ""}
+                "faces_swapped": 1 if i - first < done_upto else 0, "seconds": PHOTO_SECONDS, "message": ""}
                for i in range(first, first + min(done_upto + 1, PER_TASK))]
     return {"version": 1, "job": str(job.id), "task_index": task, "state": "running", "engine": "classic",
             "started_at": time.time(), "updated_at": time.time(), "targets": targets}
@@ -90,7 +93,7 @@ def make_job(user, template, profile, sid: str, tasks: int) -> Job:
         running = i % PER_TASK == PER_TASK - 1
         rows.append(Target(job=job, index=i, name=f"shoot/{i:07d}.jpg", output_name=f"{i:07d}.jpg",
                            task_index=i // PER_TASK, status=TargetStatus.RUNNING if running else TargetStatus.DONE,
-                           faces_found=1, faces_swapped=0 if running else 1, seconds=0.4,
+                           faces_found=1, faces_swapped=0 if running else 1, seconds=PHOTO_SECONDS,
                            output_file="" if running else f"/srv/out/{i:07d}.jpg"))
     Target.objects.bulk_create(rows, batch_size=5000)
     job.recount()

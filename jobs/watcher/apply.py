@@ -112,7 +112,8 @@ def job_row(job: Job, tasks: tuple[TaskRow, ...], targets: tuple[TargetRow, ...]
     """The job with its tasks' and targets' rows (`task_rows`, `target_rows`), as `decide` reads it."""
     return JobRow(
         id=str(job.id), status=job.status, slurm_job_id=job.slurm_job_id, submitted_at=job.submitted_at,
-        error=job.error, expected_start=job.expected_start, tasks=tasks, targets=targets, attempt=job.attempt, changed_at=job.changed_at, cancel_requested=job.cancel_requested,
+        error=job.error, expected_start=job.expected_start, tasks=tasks, targets=targets, attempt=job.attempt,
+        changed_at=job.changed_at, cancel_requested=job.cancel_requested,
         time_limit_seconds=_time_limit_seconds(job), target_folder=job.target_folder,
     )
 
