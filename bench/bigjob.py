@@ -7,8 +7,8 @@ the watcher would leave them: targets done / failed / waiting, tasks COMPLETED /
 Measured, for a job of SMALL and of BIG targets (the two sizes alternate, round after round):
   - the job page (GET /jobs/<id>), live.json, the API's job detail, the WebSocket's first snapshot:
     bytes, and the median seconds of REQUESTS calls per round;
-  - the job list (page 1 vs the last page) and the API list (offset 0 vs the last offset) of a user
-    with JOBS jobs;
+  - the job list (page 1 vs the last page) and the API list (its first page vs its last, reached by
+    the cursor its links carry and, for older clients, by offset) of a user with JOBS jobs;
   - another user's small page (their job list) p95 with nobody watching and with TABS WebSocket
     clients on the BIG job, while the watcher's events for it are published every second in both
     cases (a job event and ten targets done); the tabs only listen, as the page does, or (a
@@ -38,6 +38,7 @@ from _live_env import WebServer, session_cookie  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from jobs.api.paging import cursor_of  # noqa: E402
 from jobs.live.protocol import Publisher  # noqa: E402
 from jobs.models import Job, JobStatus, Target, TargetStatus, Task, Template  # noqa: E402
 
@@ -186,6 +187,9 @@ def main() -> int:
     http, other_http = Http(server.port, cookie), Http(server.port, other_cookie)
     last_page = -(-args.jobs // 50)
     last_offset = args.jobs - 50
+    # the cursor of the row just before the API's last page, as the previous page's `next` carries it
+    before_last = Job.objects.filter(owner=demo).order_by("-created_at", "-pk")[last_offset - 1]
+    last_cursor = cursor_of(before_last)
     measures: dict[str, dict[str, list]] = {}
     sizes_seen: dict[str, dict[str, int]] = {}
 
@@ -210,8 +214,11 @@ def main() -> int:
                        *timed(lambda job=job: asyncio.run(ws_snapshot(server, cookie, f"/ws/jobs/{job.id}/")), n=5))
             for which in order:
                 page, offset = (1, 0) if which == "small" else (last_page, last_offset)
+                after = "" if which == "small" else f"?after={last_cursor}"
                 record("job list page", which, *timed(lambda page=page: http.get(f"/?page={page}")))
-                record("API job list", which, *timed(lambda offset=offset: http.get(f"/api/v1/jobs?offset={offset}")))
+                record("API job list (cursor)", which, *timed(lambda after=after: http.get(f"/api/v1/jobs{after}")))
+                record("API job list (offset)", which,
+                       *timed(lambda offset=offset: http.get(f"/api/v1/jobs?offset={offset}")))
             # another user's page, with nobody watching and with TABS tabs on the big job while
             # the watcher's events for it go out every second (a job event, ten targets done)
             for resync in (False, True):

@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 
 from jobs import bookings
 from jobs.api.auth import api_view, error
-from jobs.api.views import paged
+from jobs.api.paging import paged
 from jobs.models import Booking, BookingState
 
 
@@ -96,7 +96,7 @@ def _create(request) -> JsonResponse:
 
 
 def _list(request) -> JsonResponse:
-    """`{"count", "next", "previous", "results"}`; `?state=a,b`, `?limit=`, `?offset=` as for jobs."""
+    """`{"count", "next", "previous", "results"}`; `?state=a,b`, `?limit=`, `?after=`/`?before=`/`?offset=` as for jobs."""
     qs = _visible(request).order_by("-created_at", "-pk")
     state = request.GET.get("state", "").strip()
     if state:

@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from jobs import shapes as serializers
 from jobs import webhooks
 from jobs.api.auth import api_view, error
+from jobs.api.paging import MAX_OFFSET, BadParameter, paged, whole_number
 from jobs.bookings.use import job_outlasts_booking
 from jobs.clusters.browse import browse
 from jobs.errors import BrowseError, StartError
@@ -30,10 +31,6 @@ from jobs.results.files import download_name, output_path, record_download, serv
 from jobs.results.retention import files_gone_message
 from jobs.uploads import store as upload_store
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 200
-#: beyond any real list, and small enough for every database's integers (a huge one was a 500)
-MAX_OFFSET = 10**9
 TRUE_WORDS = ("true", "1", "yes", "on")
 _callback_url = URLValidator(schemes=["http", "https"])
 
@@ -131,7 +128,8 @@ def _upload_ids(data, name: str) -> list[str]:
 
 
 def _list_jobs(request) -> JsonResponse:
-    """`{"count", "next", "previous", "results": [job summary ...]}`; `?status=a,b`, `?limit=`, `?offset=`;
+    """`{"count", "next", "previous", "results": [job summary ...]}`; `?status=a,b`, `?limit=`, keyset
+    `?after=`/`?before=` (jobs.api.paging) or `?offset=`;
     `?team=<account>`: a team lead's list of that team's jobs (everyone's; a team not led: an empty list)."""
     team = request.GET.get("team", "").strip()
     if team:
@@ -150,50 +148,6 @@ def _list_jobs(request) -> JsonResponse:
     return paged(request, qs, lambda job: serializers.job_summary(job, request))
 
 
-def paged(request, qs, shape) -> JsonResponse:
-    """`{"count", "next", "previous", "results": [shape(row) ...]}` of `qs`: `?limit=`, `?offset=`
-    (the jobs' and the bookings' lists)."""
-    try:
-        limit = _whole_number(request, "limit", DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
-        offset = _whole_number(request, "offset", 0, low=0, high=MAX_OFFSET)
-    except _BadParameter as exc:
-        return error(exc.message, 400, exc.field)
-    count = qs.count()
-    page = list(qs[offset:offset + limit])
-    return JsonResponse({
-        "count": count,
-        "next": _page_url(request, offset + limit, limit) if offset + limit < count else None,
-        "previous": _page_url(request, max(offset - limit, 0), limit) if offset > 0 else None,
-        "results": [shape(row) for row in page],
-    })
-
-
-class _BadParameter(Exception):
-    def __init__(self, message: str, field: str):
-        super().__init__(message)
-        self.message, self.field = message, field
-
-
-def _whole_number(request, name: str, default: int, low: int, high: int | None = None) -> int:
-    raw = request.GET.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is None or value < low or (high is not None and value > high):
-        bounds = f"{low}..{high}" if high is not None else f">= {low}"
-        raise _BadParameter(_("%(name)s must be a whole number, %(bounds)s.") % {"name": name, "bounds": bounds}, name)
-    return value
-
-
-def _page_url(request, offset: int, limit: int) -> str:
-    query = request.GET.copy()
-    query["offset"], query["limit"] = str(offset), str(limit)
-    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
-
-
 @api_view("GET")
 def job(request, job_id):
     found = _job_for(request, job_id, details=True)
@@ -208,9 +162,9 @@ def _rows_page(request, job_id, page_of, link_name) -> JsonResponse:
     if found is None:
         return _no_job()
     try:
-        after = _whole_number(request, "after", -1, low=-1, high=MAX_OFFSET)
-        limit = _whole_number(request, "limit", serializers.DETAIL_ROWS, low=1, high=serializers.MAX_PAGE_ROWS)
-    except _BadParameter as exc:
+        after = whole_number(request, "after", -1, low=-1, high=MAX_OFFSET)
+        limit = whole_number(request, "limit", serializers.DETAIL_ROWS, low=1, high=serializers.MAX_PAGE_ROWS)
+    except BadParameter as exc:
         return error(exc.message, 400, exc.field)
     results, last = page_of(found, after, limit)
     nxt = serializers.page_link(link_name, found, last, request)

@@ -99,3 +99,16 @@ def test_a_start_at_the_ends_of_the_calendar_is_a_plain_400_in_both_languages(ow
     assert zh.json()["error"] == ("最多只能提前 30 天预约。" if far
                                   else f'开始时间 {start} 已经过去；请选择更晚的时间，或使用 "asap"。')
     assert not Booking.objects.exists()
+
+
+def test_the_list_pages_by_cursor_like_the_jobs(owner, h200, policy):
+    client, _ = token_client(owner)
+    made = [post(client, seed_json(start=(timezone.now() + timedelta(days=day)).isoformat())).json()["id"]
+            for day in (1, 2, 3)]
+    ids, url = [], "/api/v1/bookings?limit=1"
+    while url:
+        body = client.get(url).json()
+        ids += [b["id"] for b in body["results"]]
+        url = body["next"]
+        assert url is None or "after=" in url
+    assert ids == made[::-1]  # newest first, each once
