@@ -254,6 +254,14 @@ if ! cmp -s "$R/etc/slurm/cgroup.conf.new" "$R/etc/slurm/cgroup.conf"; then
 else
   rm -f "$R/etc/slurm/cgroup.conf.new"
 fi
+# The folders the daemons see through their binds (this checkout, its Python, the work, storage and
+# image folders). Daemons started from another checkout run jobs with paths this one's portal does not
+# have: every task fails at once (exit 127, "No such file or directory"), so a change restarts them.
+binds_file=$R/etc/slurm/ffportal-binds
+if [ "$(cat "$binds_file" 2>/dev/null)" != "$(printf '%s\n' "${binds[@]}")" ]; then
+  printf '%s\n' "${binds[@]}" >"$binds_file"
+  changed=1
+fi
 dbd_changed=0
 # Owned by the root's slurm user, named as this host names its uid and gid (what render compares).
 host_name() { getent "$1" "$2" | cut -d: -f1 | grep . || echo UNKNOWN; }
