@@ -47,21 +47,7 @@ class WebServer:
 
     def pids(self) -> list[int]:
         """The server's process and all its descendants (the workers of a multi-process server)."""
-        children: dict[int, list[int]] = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    # the parent pid is the 2nd field after the parenthesised command name
-                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                children.setdefault(ppid, []).append(int(entry.name))
-        found, todo = [], [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo += children.get(pid, [])
-        return found
+        return process_tree(self.proc.pid)
 
     def rss_kib(self) -> int:
         """Resident memory of the whole server: its process and every worker, summed."""
@@ -88,6 +74,25 @@ class WebServer:
                 except ProcessLookupError:
                     pass
         self.log.close()
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                # the parent pid is the 2nd field after the parenthesised command name
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
 
 
 def _status_kib(pid: int, field: str) -> int:

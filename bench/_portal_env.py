@@ -12,12 +12,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def setup() -> None:
+def setup(database_url: str | None = None) -> None:
+    """`database_url`: a database the bench made for itself (own_postgres); None: a SQLite file."""
     sys.path.insert(0, str(ROOT))
-    folder = tempfile.mkdtemp(prefix="ffp-bench-db-")
-    atexit.register(shutil.rmtree, folder, True)  # a bench leaves no files behind
-    db = Path(folder) / "bench.sqlite3"
-    os.environ["DATABASE_URL"] = f"sqlite:///{db}"
+    if database_url is None:
+        folder = tempfile.mkdtemp(prefix="ffp-bench-db-")
+        atexit.register(shutil.rmtree, folder, True)  # a bench leaves no files behind
+        database_url = f"sqlite:///{Path(folder) / 'bench.sqlite3'}"
+    os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ["SUBMIT_ON_START"] = "false"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -28,6 +30,25 @@ def setup() -> None:
 
     call_command("migrate", verbosity=0)
     call_command("seed_local", "--demo-password", "bench-pass-123", stdout=open(os.devnull, "w"))
+
+
+def own_postgres(server_url_file: str = "/var/lib/ffportal/secrets/postgres-url") -> str:
+    """A throw-away PostgreSQL database on the server `make up` uses (scripts/postgres.sh), named for
+    this process and dropped at exit (connections and all): a bench never writes into make up's
+    database. Returns its URL, for setup()."""
+    import psycopg
+
+    server = Path(server_url_file).read_text().strip()
+    name = f"ffp_bench_{os.getpid()}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    atexit.register(drop)
+    return server.rsplit("/", 1)[0] + "/" + name
 
 
 def storage() -> Path:

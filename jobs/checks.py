@@ -9,7 +9,7 @@ ALLOW_INSECURE_COOKIES=true. Registered with deploy=False on purpose: Django's o
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.checks import Error, Tags, register
+from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 #: shorter keys are refused in production (Django's own deploy check asks for 50; 40 is our floor)
@@ -40,6 +40,20 @@ def check_production_settings(app_configs=None, **kwargs) -> list[Error]:
                                     hint=f"Serve the portal over HTTPS and set {name}=true, or, for a plain-HTTP "
                                          "lab only, set ALLOW_INSECURE_COOKIES=true.", id="jobs.E004"))
     return errors
+
+
+@register(Tags.database, deploy=False)
+def check_database_pool(app_configs=None, **kwargs) -> list[Warning]:
+    """PostgreSQL in production without DATABASE_POOL_MAX: every thread of every process keeps a
+    connection of its own. Under load (bench/load_run.py: 200 jobs, three users on the pages) the
+    web processes held up to 72 of PostgreSQL's 100 and a page failed for want of one."""
+    db = settings.DATABASES["default"]
+    if settings.DEBUG or db["ENGINE"] != "django.db.backends.postgresql" or db.get("OPTIONS", {}).get("pool"):
+        return []
+    return [Warning("PostgreSQL without a connection pool (DATABASE_POOL_MAX is 0): each thread of each "
+                    "process keeps its own connection, and a busy portal runs out of PostgreSQL's connections.",
+                    hint="Set DATABASE_POOL_MAX=4 (deploy/env.example), and keep processes x DATABASE_POOL_MAX "
+                         "under PostgreSQL's max_connections.", id="jobs.W001")]
 
 
 def refuse_insecure_start() -> None:

@@ -127,7 +127,24 @@ def _time_limit_seconds(job: Job) -> int:
 
 
 def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
-    """Write one job's changes; True when anything a page shows changed."""
+    """Write one job's changes, in one transaction; True when anything a page shows changed.
+
+    One transaction a job, not one a row: each commit waits for PostgreSQL's log to reach the
+    disk, and at 45 photos a second the per-row commits (a target's state, its task, the job's
+    counts) were most of a watcher cycle (bench/load_run.py, docs/scale.md). It also means a
+    cycle that fails part-way leaves the job as it was, to be read again next cycle. Outputs are
+    asked of the RQ workers once the block is done, so they never read a change not there yet."""
+    if not decision.changes:
+        return False
+    fetches: list[tuple[list[int], str]] = []
+    with transaction.atomic():
+        shown = _apply(job, decision, pub, fetches)
+    for indexes, what in fetches:
+        enqueue.enqueue_output_fetch(job, indexes, what)
+    return shown
+
+
+def _apply(job: Job, decision: Decision, pub: Publisher, fetches: list[tuple[list[int], str]]) -> bool:
     shown = False
     task_changes = [c.index for c in decision.of(TaskChange)]
     tasks_by_index = {t.index: t for t in job.tasks.filter(index__in=task_changes)} if task_changes else {}
@@ -153,7 +170,7 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
         elif isinstance(change, (FetchOutputs, FetchPosters)):
             Target.objects.filter(job=job, index__in=change.indexes).update(fetch_asked_at=timezone.now())
             what = "posters" if isinstance(change, FetchPosters) else "outputs"
-            enqueue.enqueue_output_fetch(job, list(change.indexes), what)
+            fetches.append((list(change.indexes), what))
         elif isinstance(change, JobMove):
             fields = dict(change.fields)
             if change.name == "lose":

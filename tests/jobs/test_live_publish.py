@@ -160,3 +160,26 @@ def test_it_leaves_no_thread_behind_when_redis_is_unreachable(unreachable_redis,
 def test_it_sends_nothing_when_nothing_changed(layer_name, redis_client):
     assert Publisher().flush() == 0
     assert not any(c.get("name") == layer_name for c in redis_client.client_list())
+
+
+def test_many_pages_each_get_their_events_in_order(layer_name, redis_client):
+    """A cycle's events go to many groups side by side (a few at a time): every group gets all of
+    its own, in the order they were made, and no connection outlives the flush."""
+    layer = get_channel_layer()
+    listeners = {}
+    for _ in range(12):
+        group = f"job.{uuid.uuid4()}"
+        listeners[group] = async_to_sync(layer.new_channel)()
+        async_to_sync(layer.group_add)(group, listeners[group])
+    pub = Publisher()
+    for n in range(5):
+        for group in listeners:
+            pub.messages.append((group, {"type": "task", "job_id": group, "task": {"index": n, "status": "RUNNING"}}))
+    assert pub.flush() == 60
+
+    async def indexes(channel) -> list[int]:
+        return [(await asyncio.wait_for(layer.receive(channel), 30))["message"]["task"]["index"] for _ in range(5)]
+
+    for group, channel in listeners.items():
+        assert async_to_sync(indexes)(channel) == [0, 1, 2, 3, 4], group
+    assert not any(c.get("name") == layer_name for c in redis_client.client_list())

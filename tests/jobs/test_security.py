@@ -345,3 +345,19 @@ def test_the_usage_csv_never_lists_another_users_jobs(client, request, owner, te
     assert r.status_code == 200
     rows = list(csv.reader(io.StringIO(b"".join(r.streaming_content).decode())))
     assert rows[1:] == [] and str(record.job_id) not in str(rows)
+
+
+def test_postgresql_in_production_without_a_pool_is_warned_about(settings):
+    """jobs.W001: a busy portal without DATABASE_POOL_MAX ran PostgreSQL out of connections."""
+    from jobs.checks import check_database_pool
+
+    pg = {"ENGINE": "django.db.backends.postgresql", "NAME": "ffportal", "OPTIONS": {}}
+    settings.DEBUG = False
+    settings.DATABASES = {"default": pg}
+    assert [w.id for w in check_database_pool()] == ["jobs.W001"]
+    settings.DATABASES = {"default": {**pg, "OPTIONS": {"pool": {"max_size": 4}}}}
+    assert check_database_pool() == []
+    settings.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "x"}}
+    assert check_database_pool() == []
+    settings.DEBUG, settings.DATABASES = True, {"default": pg}
+    assert check_database_pool() == []

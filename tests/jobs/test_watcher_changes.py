@@ -143,3 +143,36 @@ def test_records_read_while_slurm_knew_nothing_of_the_job_are_read_again(cluster
     watcher.poll_profile(template.cluster)
     assert cluster_here.read[-1] == ["task-0.json"]  # unchanged for a minute, read all the same
     assert Job.objects.get(pk=job.pk).done == 2
+
+
+def test_a_cycle_that_fails_part_way_through_a_job_leaves_it_as_it_was_and_the_next_applies_it(
+        cluster_here, owner, template, monkeypatch):
+    """A job's changes are written in one transaction: a failure after its first target's change
+    (the database gone for a moment) leaves no target done without its count, and asks the RQ
+    workers for no output; the next cycle reads the same records again and applies them whole."""
+    from jobs import transitions
+
+    job = make_job(owner, template, "29", tasks=4, targets_per_task=2)
+    write_record(job, 0, [target(0), target(1)], age_s=60)
+    real_write, writes = transitions.write, []
+
+    def write_then_fail(obj, **fields):
+        if isinstance(obj, Target):
+            writes.append(obj)
+            if len(writes) == 2:  # after target 0 was written done
+                raise RuntimeError("the database went away")
+        return real_write(obj, **fields)
+
+    monkeypatch.setattr(transitions, "write", write_then_fail)
+    with pytest.raises(RuntimeError):
+        watcher.poll_profile(template.cluster)
+    job.refresh_from_db()
+    assert (job.done, job.failed) == (0, 0)
+    assert not Target.objects.filter(job=job, status=TargetStatus.DONE).exists()  # the first change undone too
+    assert not Target.objects.filter(job=job).exclude(output_file="").exists()  # nothing fetched
+
+    monkeypatch.setattr(transitions, "write", real_write)
+    watcher.poll_profile(template.cluster)
+    job.refresh_from_db()
+    assert (job.done, job.failed) == (2, 0)
+    assert Target.objects.filter(job=job, status=TargetStatus.DONE).exclude(output_file="").count() == 2
