@@ -30,7 +30,6 @@ with the "logged out" code; never forwarded to the browser).
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -156,32 +155,12 @@ def _latest_job_events(messages: list[tuple[str, dict]]) -> list[tuple[str, dict
             if msg.get("type") != "job" or last[(group, msg["job"]["id"])] == i]
 
 
-#: groups sent to at once: each group_send is a few Redis round trips, and 300 events a cycle one
-#: after another took half a second of every watcher cycle (bench/load_run.py); a few at a time
-#: keep the connections to Redis few
-SEND_AT_ONCE = 8
-
-
 async def _send_all(layer, messages) -> None:
     # Channels' consumers dispatch on "type": every event arrives as the `live.event` handler.
     # `text` is the message already encoded: a job watched by 500 sockets is encoded once, not 500 times.
-    # One group's events go in their order (a later event about the same row must arrive last);
-    # different groups are different pages, so they go side by side.
-    by_group: dict[str, list[dict]] = {}
     for group, msg in messages:
-        by_group.setdefault(group, []).append(msg)
-    gate = asyncio.Semaphore(SEND_AT_ONCE)
-
-    async def send(group: str, msgs: list[dict]) -> None:
-        async with gate:
-            for msg in msgs:
-                await layer.group_send(group, {"type": "live.event", "message": msg,
-                                               "text": json.dumps(msg, cls=DjangoJSONEncoder)})
-
-    outcomes = await asyncio.gather(*(send(g, m) for g, m in by_group.items()), return_exceptions=True)
-    failed = [o for o in outcomes if isinstance(o, BaseException)]
-    if failed:  # every group was tried; the first failure is the one reported
-        raise failed[0]
+        await layer.group_send(group, {"type": "live.event", "message": msg,
+                                       "text": json.dumps(msg, cls=DjangoJSONEncoder)})
 
 
 def publish_job(job: Job) -> None:

@@ -130,8 +130,8 @@ def apply(job: Job, decision: Decision, pub: Publisher) -> bool:
     """Write one job's changes, in one transaction; True when anything a page shows changed.
 
     One transaction a job, not one a row: each commit waits for PostgreSQL's log to reach the
-    disk, and at 45 photos a second the per-row commits (a target's state, its task, the job's
-    counts) were most of a watcher cycle (bench/load_run.py, docs/scale.md). It also means a
+    disk, and at 45 photos a second there were 170 of them a second, one per row (a target's
+    state, its task, the job's counts: bench/load_run.py, docs/scale.md). It also means a
     cycle that fails part-way leaves the job as it was, to be read again next cycle. Outputs are
     asked of the RQ workers once the block is done, so they never read a change not there yet."""
     if not decision.changes:

@@ -163,8 +163,8 @@ def test_it_sends_nothing_when_nothing_changed(layer_name, redis_client):
 
 
 def test_many_pages_each_get_their_events_in_order(layer_name, redis_client):
-    """A cycle's events go to many groups side by side (a few at a time): every group gets all of
-    its own, in the order they were made, and no connection outlives the flush."""
+    """A cycle's events for many pages: every group gets all of its own, in the order they were
+    made, and no connection outlives the flush."""
     layer = get_channel_layer()
     listeners = {}
     for _ in range(12):
