@@ -76,17 +76,25 @@ class WebServer:
         self.log.close()
 
 
-def process_tree(root: int) -> list[int]:
-    """`root` and all its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
+def proc_stats() -> dict[int, tuple[str, list[str]]]:
+    """{pid: (command name, the fields of /proc/<pid>/stat after it)} of every process, each file
+    read once (field 1 is the parent pid, 11 and 12 the CPU ticks, 21 the resident pages)."""
+    out = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                # the parent pid is the 2nd field after the parenthesised command name
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
+                head, _, rest = (entry / "stat").read_text().rpartition(")")
+            except OSError:  # the process ended meanwhile
                 continue
-            children.setdefault(ppid, []).append(int(entry.name))
+            out[int(entry.name)] = (head.split("(", 1)[1], rest.split())
+    return out
+
+
+def process_tree(root: int, stats: dict[int, tuple[str, list[str]]] | None = None) -> list[int]:
+    """`root` and all its descendants, from `stats` (proc_stats(); read now when None)."""
+    children: dict[int, list[int]] = {}
+    for pid, (_, fields) in (proc_stats() if stats is None else stats).items():
+        children.setdefault(int(fields[1]), []).append(pid)
     found, todo = [], [root]
     while todo:
         pid = todo.pop()

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from _live_env import process_tree
+from _live_env import proc_stats, process_tree
 from _portal_env import ROOT
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -41,13 +41,9 @@ def p95(values) -> float | None:
     return round(values[int(0.95 * (len(values) - 1))], 4)
 
 
-def _rss_and_ticks(pid: int) -> tuple[int, int]:
-    """(resident KiB, CPU ticks used so far); (0, 0) for a process that ended."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[21]) * PAGE_KiB, int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return 0, 0
+def _rss_and_ticks(fields: list[str]) -> tuple[int, int]:
+    """(resident KiB, CPU ticks used so far) from a process's stat fields (proc_stats)."""
+    return int(fields[21]) * PAGE_KiB, int(fields[11]) + int(fields[12])
 
 
 def _sockets_to(port: int) -> set[str]:
@@ -79,36 +75,16 @@ def _connections(pid: int, inodes: set[str]) -> int:
     return n
 
 
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "?"
-
-
-def _by_name(names: tuple[str, ...]) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "comm").read_text().strip() in names:
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
 class Processes:
     """The portal's processes the run started (each with its children), and the outside programs."""
 
     def __init__(self) -> None:
         self.started: dict[str, subprocess.Popen] = {}
-        self.logs: list[Path] = []
+        self.logs: dict[str, Path] = {}
         self.trees: dict[str, object] = {}
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        log = Path(tempfile.mkstemp(prefix=f"ffp-load-{name}-", suffix=".log")[1])
-        self.logs.append(log)
+        log = self.logs[name] = Path(tempfile.mkstemp(prefix=f"ffp-load-{name}-", suffix=".log")[1])
         with log.open("w") as out:
             self.started[name] = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                                   env={**os.environ, "LOG_LEVEL": "WARNING", **(env or {})})
@@ -116,10 +92,11 @@ class Processes:
     def add_tree(self, name: str, server) -> None:
         self.trees[name] = server
 
-    def groups(self) -> dict[str, list[int]]:
-        out = {name: process_tree(p.pid) for name, p in self.started.items() if p.poll() is None}
-        out.update({name: server.pids() for name, server in self.trees.items()})
-        out.update({name: _by_name(names) for name, names in SYSTEM.items()})
+    def groups(self, stats: dict[int, tuple[str, list[str]]]) -> dict[str, list[int]]:
+        """Each group's processes, from one reading of /proc (proc_stats)."""
+        out = {name: process_tree(p.pid, stats) for name, p in self.started.items() if p.poll() is None}
+        out.update({name: process_tree(server.proc.pid, stats) for name, server in self.trees.items()})
+        out.update({name: [pid for pid, (comm, _) in stats.items() if comm in names] for name, names in SYSTEM.items()})
         return out
 
     def dead(self) -> list[str]:
@@ -127,8 +104,7 @@ class Processes:
                 if p.poll() is not None]
 
     def tail(self, name: str) -> str:
-        log = next(log for log in self.logs if log.name.startswith(f"ffp-load-{name}-"))
-        return log.read_text(errors="replace")[-1500:]
+        return self.logs[name].read_text(errors="replace")[-1500:]
 
     def stop_all(self) -> None:
         for p in self.started.values():
@@ -140,7 +116,7 @@ class Processes:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        for log in self.logs:
+        for log in self.logs.values():
             log.unlink(missing_ok=True)
 
 
@@ -175,13 +151,14 @@ class Probe:
         first = not self.memory
         seen: dict[int, int] = {}
         to_pg = _sockets_to(5432)
-        for name, pids in self.procs.groups().items():
+        stats = proc_stats()
+        for name, pids in self.procs.groups(stats).items():
             if name not in SYSTEM:
                 self.pg_connections.setdefault(name, []).append(sum(_connections(p, to_pg) for p in pids))
-            read = [(pid, *_rss_and_ticks(pid)) for pid in pids]
+            read = [(pid, *_rss_and_ticks(stats[pid][1])) for pid in pids if pid in stats]
             rss = [r for _, r, _ in read if r]
             self.memory.setdefault(name, []).append((sum(rss), max(rss, default=0), len(rss)))
-            self.names.setdefault(name, set()).update(_comm(pid) for pid, r, _ in read if r)
+            self.names.setdefault(name, set()).update(stats[pid][0] for pid, r, _ in read if r)
             # CPU by process: one that began in the window counts whole, one that ended keeps what it
             # had used by the last sample (processes come and go: PostgreSQL's backends)
             used = sum(t - self.last_ticks.get(pid, 0) for pid, r, t in read if r)
@@ -201,8 +178,9 @@ class Probe:
         self.wall0 = time.time()
         next_count = 0.0
         while time.monotonic() - self.t0 < seconds:
-            if self.procs.dead():
-                raise SystemExit("a portal process ended during the run:\n" + "\n".join(self.procs.dead()))
+            dead = self.procs.dead()
+            if dead:
+                raise SystemExit("a portal process ended during the run:\n" + "\n".join(dead))
             tick = time.monotonic()
             self._sample()
             if tick >= next_count:

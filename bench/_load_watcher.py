@@ -7,6 +7,7 @@ Usage (bench/load_run.py starts it): python bench/_load_watcher.py <profile slug
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -33,13 +34,14 @@ def _timed(seconds: float, execs: int) -> None:
 
 
 metrics.watcher_cycle = _timed  # the loop calls it through the module: jobs.watcher.loop.run
+watch = functools.partial(call_command, "watch_cluster", "--profile", sys.argv[1])
 if os.environ.get("FFP_LOAD_PROFILE"):  # where the cycle's time goes: cProfile's top functions, at the end
     import cProfile
     import pstats
 
     profiler = cProfile.Profile()
-    profiler.runcall(call_command, "watch_cluster", "--profile", sys.argv[1])
+    profiler.runcall(watch)
     with open(os.environ["FFP_LOAD_PROFILE"], "w") as out:
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
 else:
-    call_command("watch_cluster", "--profile", sys.argv[1])
+    watch()
