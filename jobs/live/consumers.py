@@ -85,7 +85,9 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
         # handler, one hop at a time for the whole process: an event to 500 sockets waited for 500
         # hops, most of its fan-out time (docs/scale.md). Forwarding a live event reads no database.
         if message.get("type") == "live.event":
-            await self.live_event(message)
+            # The Publisher sends a group's events of one cycle as one message (`events`, in order).
+            for event in message.get("events") or (message,):
+                await self.live_event(event)
         else:
             await super().dispatch(message)
 

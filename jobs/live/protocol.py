@@ -113,10 +113,11 @@ class Publisher:
     def __init__(self) -> None:
         self.messages: list[tuple[str, dict]] = []
 
-    def job(self, job: Job) -> None:
+    def job(self, job: Job, summary: dict | None = None) -> None:
         # The task counts ride along: a page shows "1,000 tasks: 998 done, 2 running" whatever
-        # rows it has in view (one aggregate per changed job and cycle).
-        msg = {"type": "job", "job": live_job(job), "task_summary": task_summary(job)}
+        # rows it has in view. `summary`: those counts when the caller has them (`view.summary_of`);
+        # else one aggregate.
+        msg = {"type": "job", "job": live_job(job), "task_summary": summary or task_summary(job)}
         self.messages.append((job_group(job.id), msg))
         self.messages.append((user_group(job.owner_id), msg))
 
@@ -155,12 +156,34 @@ def _latest_job_events(messages: list[tuple[str, dict]]) -> list[tuple[str, dict
             if msg.get("type") != "job" or last[(group, msg["job"]["id"])] == i]
 
 
-async def _send_all(layer, messages) -> None:
-    # Channels' consumers dispatch on "type": every event arrives as the `live.event` handler.
-    # `text` is the message already encoded: a job watched by 500 sockets is encoded once, not 500 times.
+#: events one channel-layer message carries at most (a cycle that finished 500 photos of one job
+#: sends them in a few messages, each well under the layer's limits)
+EVENTS_PER_MESSAGE = 100
+
+
+def group_messages(messages: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The channel-layer messages that carry `messages`: ONE per group (up to EVENTS_PER_MESSAGE
+    events), in the order of each group's events. A send costs Redis round trips per group,
+    whatever it carries: one per event was ~300 sends a cycle under the load run (docs/scale.md).
+    Each event is encoded once (`text`), however many groups and sockets get it: a job watched by
+    500 sockets is encoded once, not 500 times. The consumers unpack `events` (jobs.live.consumers)."""
+    by_group: dict[str, list[dict]] = {}
+    encoded: dict[int, dict] = {}
     for group, msg in messages:
-        await layer.group_send(group, {"type": "live.event", "message": msg,
-                                       "text": json.dumps(msg, cls=DjangoJSONEncoder)})
+        if id(msg) not in encoded:
+            encoded[id(msg)] = {"message": msg, "text": json.dumps(msg, cls=DjangoJSONEncoder)}
+        by_group.setdefault(group, []).append(encoded[id(msg)])
+    out = []
+    for group, events in by_group.items():
+        for start in range(0, len(events), EVENTS_PER_MESSAGE):
+            out.append((group, {"type": "live.event", "events": events[start:start + EVENTS_PER_MESSAGE]}))
+    return out
+
+
+async def _send_all(layer, messages) -> None:
+    # Channels' consumers dispatch on "type": every batch arrives as the `live.event` handler.
+    for group, message in group_messages(messages):
+        await layer.group_send(group, message)
 
 
 def publish_job(job: Job) -> None:

@@ -14,6 +14,7 @@ the server rendered and the snapshots that keep it live always show the same sli
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -164,9 +165,16 @@ def target_slice(job: Job, view: View, per_page: int = TARGETS_PER_PAGE) -> Slic
 
 def task_summary(job: Job) -> dict:
     """`{"total": n, "groups": {"done": n, "running": n, ...}}`: ONE aggregate over the job's tasks."""
+    return summary_of((row["state"], row["n"]) for row in job.tasks.order_by().values("state").annotate(n=Count("pk")))
+
+
+def summary_of(counts: Iterable[tuple[str, int]]) -> dict:
+    """`task_summary` from (Slurm state, how many tasks) pairs: the watcher has every task's state
+    in hand and asks the database for none (an aggregate a changed job a cycle was 90 queries a cycle
+    under the load run)."""
     groups = dict.fromkeys(TASK_GROUP_ORDER, 0)
-    for row in job.tasks.order_by().values("state").annotate(n=Count("pk")):
-        groups[task_group(row["state"])] += row["n"]
+    for state, n in counts:
+        groups[task_group(state)] += n
     return {"total": sum(groups.values()), "groups": groups}
 
 

@@ -43,7 +43,7 @@ from jobs.watcher.decide import (
 log = logging.getLogger(__name__)
 
 #: task fields a page shows: a change of only the others (log_wait_since) is not published
-_SHOWN_TASK_FIELDS = {"state", "node", "exit_code", "reason", "elapsed_seconds"}
+SHOWN_TASK_FIELDS = {"state", "node", "exit_code", "reason", "elapsed_seconds"}
 
 
 def task_rows(job_pks: list) -> dict[object, tuple[TaskRow, ...]]:
@@ -155,7 +155,7 @@ def _apply(job: Job, decision: Decision, pub: Publisher, fetches: list[tuple[lis
         if isinstance(change, TaskChange):
             task = tasks_by_index[change.index]
             transitions.write(task, **change.fields)
-            if _SHOWN_TASK_FIELDS & set(change.fields):
+            if SHOWN_TASK_FIELDS & set(change.fields):
                 pub.task(job, task)
                 shown = True
         elif isinstance(change, TargetChange):

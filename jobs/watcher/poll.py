@@ -1,6 +1,6 @@
 """The watcher: one poll of one cluster profile, for ALL its active jobs, in ONE SSH round trip.
 
-    poll (this module)  ->  decide (jobs.watcher.decide, pure)  ->  apply (jobs.watcher.apply)
+    poll (this module)  ->  decide (jobs.watcher.decide, pure)  ->  apply_all (jobs.watcher.batch)
 
 Each cycle runs `squeue` (text, of our jobs only: `cluster.slurm.queue`), the accounting query, the
 cluster's clock and a `find` over the jobs' progress folders printing only the records rewritten
@@ -37,7 +37,8 @@ from jobs.live.protocol import Publisher
 from jobs.log_context import log_context
 from jobs.models import ClusterProfile, Job, JobAttempt, JobStatus
 from jobs.watcher import reconcile
-from jobs.watcher.apply import apply, job_row, target_rows, task_rows
+from jobs.watcher.apply import job_row, target_rows, task_rows
+from jobs.watcher.batch import Item, apply_all
 from jobs.watcher.decide import SlurmAnswer, decide, expected_in_queue
 from jobs.words import in_language_of
 from worker.progress import TaskProgress
@@ -80,7 +81,7 @@ class CycleResult:
 
 def poll_profile(profile: ClusterProfile) -> CycleResult:
     jobs = list(Job.objects.filter(cluster=profile, status__in=(JobStatus.PENDING, JobStatus.RUNNING))
-                .exclude(slurm_job_id="").select_related("cluster").order_by("created_at"))
+                .exclude(slurm_job_id="").select_related("cluster", "owner").order_by("created_at"))
     result = CycleResult(jobs=len(jobs))
     if not jobs:
         return result
@@ -143,6 +144,7 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
         tails_by_job.setdefault(job.pk, {})[index] = res.stdout  # a missing log reads as empty
     now = timezone.now()
     unread = set()  # jobs whose records this cycle's rules did not look at
+    decided: list[Item] = []  # applied together once every job is decided (jobs.watcher.batch)
     for job in jobs:
         answer = SlurmAnswer(queued=in_queue.get(job.slurm_job_id, {}), accounted=in_acct.get(job.slurm_job_id, {}),
                              answered=answered, asked_accounting=job.slurm_job_id in asked, dead_nodes=dead_nodes,
@@ -157,8 +159,8 @@ def poll_profile(profile: ClusterProfile) -> CycleResult:
             decision.changes[:0] = fixes
             if not decision.records_read:
                 unread.add(job.pk)
-            if apply(job, decision, pub):
-                result.changed.append(str(job.id))
+            decided.append(Item(job, row, decision))
+    result.changed = apply_all(decided, pub)
     pub.flush()  # after the changes are committed: a page that resyncs now sees the same state
     # Every record read is applied: the next cycle reads only what changes from now on (a cycle that
     # failed before this point reads the same records again).

@@ -123,3 +123,23 @@ def test_no_module_moves_a_job_behind_the_table():
                     isinstance(node.func.value, ast.Name) and node.func.value.id == "lifecycle")):
                 offenders.append(f"{name}:{node.lineno}")
     assert not offenders, offenders
+
+
+@pytest.mark.django_db
+def test_writing_many_rows_sets_each_its_own_values_and_only_the_columns_named(owner, template):
+    """`transitions.write_many` (the watcher's cycle): every row gets its own values in one round
+    trip; a column not named keeps what another writer put there meanwhile (an RQ worker storing an
+    output), and a row listed twice is written with its last values."""
+    from jobs import transitions
+    from jobs.models import Target
+
+    job = make_job(owner, template, status="running", targets=3, tasks=1)
+    rows = list(Target.objects.filter(job=job).order_by("index"))
+    Target.objects.filter(job=job, index=1).update(output_file="outputs/1.jpg")  # after the rows were read
+    for row, seconds in zip(rows, (0.5, 1.5, 2.5)):
+        row.status, row.seconds, row.faces_swapped = "done", seconds, row.index + 1
+    rows[2].seconds = 9.0
+    transitions.write_many(rows + [rows[2]], ["faces_swapped", "seconds", "status"])
+    got = list(Target.objects.filter(job=job).order_by("index").values_list("status", "seconds", "faces_swapped",
+                                                                          "output_file"))
+    assert got == [("done", 0.5, 1, ""), ("done", 1.5, 2, "outputs/1.jpg"), ("done", 9.0, 3, "")]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import json
 import logging
 import os
 import socket
@@ -23,7 +24,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from jobs.live.protocol import Publisher, user_group
+from jobs.live.protocol import Publisher, group_messages, user_group
 from tests.waiting import wait_until
 
 from .api_helpers import make_job
@@ -105,8 +106,9 @@ def test_it_sends_every_cycle_without_piling_up_connections_threads_or_loops(job
 
     received = async_to_sync(receive_all)()
     assert {e["type"] for e in received} == {"live.event"}
-    # every cycle delivered, in order
-    assert [e["message"]["job"]["name"] for e in received] == [f"cycle {n}" for n in range(CYCLES)]
+    # every cycle delivered, in order (a cycle's events to one group travel as one message)
+    assert [[ev["message"]["job"]["name"] for ev in e["events"]] for e in received] == [
+        [f"cycle {n}"] for n in range(CYCLES)]
 
 
 def _closed_port() -> int:
@@ -164,7 +166,8 @@ def test_it_sends_nothing_when_nothing_changed(layer_name, redis_client):
 
 def test_many_pages_each_get_their_events_in_order(layer_name, redis_client):
     """A cycle's events for many pages: every group gets all of its own, in the order they were
-    made, and no connection outlives the flush."""
+    made, in ONE channel-layer message (a send costs Redis round trips per group, not per event),
+    and no connection outlives the flush."""
     layer = get_channel_layer()
     listeners = {}
     for _ in range(12):
@@ -178,8 +181,23 @@ def test_many_pages_each_get_their_events_in_order(layer_name, redis_client):
     assert pub.flush() == 60
 
     async def indexes(channel) -> list[int]:
-        return [(await asyncio.wait_for(layer.receive(channel), 30))["message"]["task"]["index"] for _ in range(5)]
+        message = await asyncio.wait_for(layer.receive(channel), 30)
+        return [event["message"]["task"]["index"] for event in message["events"]]
 
     for group, channel in listeners.items():
         assert async_to_sync(indexes)(channel) == [0, 1, 2, 3, 4], group
     assert not any(c.get("name") == layer_name for c in redis_client.client_list())
+
+
+def test_a_big_cycle_for_one_page_goes_in_a_few_messages_each_event_encoded_once():
+    """500 photos of one job finished in one cycle: five messages of EVENTS_PER_MESSAGE events, in
+    order; a `job` event for the page and the owner's list is encoded once for both."""
+    job_event = {"type": "job", "job": {"id": "j1", "name": "shoot"}}
+    messages = [("job.j1", {"type": "output", "job_id": "j1", "target": {"index": n}}) for n in range(500)]
+    messages += [("job.j1", job_event), ("user.7", job_event)]
+    sent = group_messages(messages)
+    assert [(group, len(m["events"])) for group, m in sent] == [("job.j1", 100)] * 5 + [("job.j1", 1), ("user.7", 1)]
+    events = [e for group, m in sent if group == "job.j1" for e in m["events"]]
+    assert [e["message"]["target"]["index"] for e in events[:500]] == list(range(500))
+    assert json.loads(events[0]["text"]) == messages[0][1]
+    assert sent[-1][1]["events"][0] is sent[-2][1]["events"][0]  # the same encoded event, not encoded twice

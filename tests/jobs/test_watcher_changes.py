@@ -99,7 +99,7 @@ def test_a_cycle_that_failed_reads_its_records_again(cluster_here, owner, templa
     time.sleep(0.05)
     write_record(job, 1, [target(2), target(3)])
     time.sleep(0.05)
-    real_apply, calls = watcher.apply, []
+    real_apply, calls = watcher.apply_all, []
 
     def fails_once(*args, **kwargs):
         calls.append(1)
@@ -107,7 +107,7 @@ def test_a_cycle_that_failed_reads_its_records_again(cluster_here, owner, templa
             raise RuntimeError("the database went away")
         return real_apply(*args, **kwargs)
 
-    monkeypatch.setattr(watcher, "apply", fails_once)
+    monkeypatch.setattr(watcher, "apply_all", fails_once)
     with pytest.raises(RuntimeError):
         watcher.poll_profile(template.cluster)
     assert cluster_here.read[-1] == ["task-1.json"]
@@ -147,32 +147,86 @@ def test_records_read_while_slurm_knew_nothing_of_the_job_are_read_again(cluster
 
 def test_a_cycle_that_fails_part_way_through_a_job_leaves_it_as_it_was_and_the_next_applies_it(
         cluster_here, owner, template, monkeypatch):
-    """A job's changes are written in one transaction: a failure after its first target's change
-    (the database gone for a moment) leaves no target done without its count, and asks the RQ
-    workers for no output; the next cycle reads the same records again and applies them whole."""
-    from jobs import transitions
+    """A cycle's changes are written in one transaction (and, if that fails, each job's in its
+    own): the database gone after the targets were written done, before their counts, leaves no
+    target done without its count, and asks the RQ workers for no output; the next cycle reads the
+    same records again and applies them whole."""
+    from jobs.watcher import apply as one_job
+    from jobs.watcher import batch
 
     job = make_job(owner, template, "29", tasks=4, targets_per_task=2)
     write_record(job, 0, [target(0), target(1)], age_s=60)
-    real_write, writes = transitions.write, []
 
-    def write_then_fail(obj, **fields):
-        if isinstance(obj, Target):
-            writes.append(obj)
-            if len(writes) == 2:  # after target 0 was written done
-                raise RuntimeError("the database went away")
-        return real_write(obj, **fields)
+    def gone(*args, **kwargs):
+        raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(transitions, "write", write_then_fail)
-    with pytest.raises(RuntimeError):
-        watcher.poll_profile(template.cluster)
+    with monkeypatch.context() as m:
+        m.setattr(batch, "_write_jobs", gone)  # the batch: after its target rows
+        m.setattr(one_job.Counts, "add_to", gone)  # each job on its own: after its target rows too
+        with pytest.raises(RuntimeError):
+            watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert (job.done, job.failed) == (0, 0)
-    assert not Target.objects.filter(job=job, status=TargetStatus.DONE).exists()  # the first change undone too
+    assert not Target.objects.filter(job=job, status=TargetStatus.DONE).exists()  # the targets' changes undone too
     assert not Target.objects.filter(job=job).exclude(output_file="").exists()  # nothing fetched
 
-    monkeypatch.setattr(transitions, "write", real_write)
     watcher.poll_profile(template.cluster)
     job.refresh_from_db()
     assert (job.done, job.failed) == (2, 0)
     assert Target.objects.filter(job=job, status=TargetStatus.DONE).exclude(output_file="").count() == 2
+
+
+def test_a_batch_that_fails_applies_each_job_on_its_own(cluster_here, owner, template, monkeypatch, caplog):
+    """One job's change that the batch cannot write must not hold up the other jobs: the cycle
+    writes each job on its own instead, and says so in the log."""
+    from jobs.watcher import batch
+
+    jobs = [make_job(owner, template, "29", tasks=4, targets_per_task=2) for _ in range(2)]
+    for job in jobs:
+        write_record(job, 0, [target(0), target(1, "running")], age_s=60)
+    real_write = batch._write
+
+    def refuses_the_second_job(items, pub):
+        if any(item.job.pk == jobs[1].pk for item in items):
+            raise RuntimeError("value too long for type character varying(2000)")
+        return real_write(items, pub)
+
+    monkeypatch.setattr(batch, "_write", refuses_the_second_job)
+    with caplog.at_level("ERROR", logger="jobs.watcher.batch"):
+        result = watcher.poll_profile(template.cluster)
+    assert sorted(result.changed) == sorted(str(j.id) for j in jobs)
+    for job in jobs:
+        job.refresh_from_db()
+        assert job.done == 1
+        assert Target.objects.get(job=job, index=1).status == TargetStatus.RUNNING
+    assert "each is applied on its own" in caplog.text
+
+
+def test_a_cycle_writes_many_jobs_changes_in_a_few_statements(cluster_here, owner, template, monkeypatch):
+    """The cost of a cycle's writes does not grow with the jobs that changed: 3 jobs and 12 jobs,
+    each with a photo done and one running, take the same number of statements (the outputs it
+    asks for are fetched by the RQ workers, not counted here)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from .conftest import InlineQueue
+
+    asked = InlineQueue()
+    asked.enqueue = lambda func, *args, **options: asked.enqueued.append((func, args))
+    monkeypatch.setattr("jobs.background.enqueue.queue", lambda: asked)
+
+    def statements_for(n: int) -> int:
+        jobs = [make_job(owner, template, "29", tasks=4, targets_per_task=2) for _ in range(n)]
+        for job in jobs:
+            write_record(job, 0, [target(0), target(1, "running")], age_s=60)
+        with CaptureQueriesContext(connection) as queries:
+            watcher.poll_profile(template.cluster)
+        for job in jobs:
+            job.refresh_from_db()
+            assert job.done == 1, "every job's photo done is counted"
+        assert sorted(args[0] for _func, args in asked.enqueued[-n:]) == sorted(str(j.id) for j in jobs)
+        Job.objects.filter(pk__in=[j.pk for j in jobs]).update(status="completed")
+        return len(queries)
+
+    statements_for(1)  # the first cycle also reads what a process keeps a while (a template's pace)
+    assert statements_for(3) == statements_for(12)
