@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 BATCHED = (TaskChange, TargetChange, FetchOutputs, FetchPosters, ExpectedStart)
 
 
+#: the job's fields the batch writes (and sets in memory)
+JOB_FIELDS = ("done", "failed", "needs_look", "expected_start", "changed_at")
+
+
 class Item(NamedTuple):
     job: Job
     row: JobRow  # what the rules read: its tasks' states make the page's task counts
@@ -62,6 +66,8 @@ def apply_all(items: list[Item], pub: Publisher) -> list[str]:
                 shown, fetches = _write(batched, own)
         except Exception:
             log.exception("the cycle's batch of %d jobs failed: each is applied on its own", len(batched))
+            for item in batched:  # what the batch set in memory before it failed, as the database has it
+                item.job.refresh_from_db(fields=JOB_FIELDS)
             alone, shown = batched + alone, []
         else:
             pub.messages += own.messages

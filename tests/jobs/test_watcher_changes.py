@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from jobs.live.protocol import Publisher
 from jobs.models import Job, Target, TargetStatus
 from jobs.watcher import poll as watcher
 from tests.fake_ssh import program, run_here
@@ -187,11 +188,14 @@ def test_a_batch_that_fails_applies_each_job_on_its_own(cluster_here, owner, tem
     real_write = batch._write
 
     def refuses_the_second_job(items, pub):
+        result = real_write(items, pub)  # written, and the jobs' counts moved in memory...
         if any(item.job.pk == jobs[1].pk for item in items):
-            raise RuntimeError("value too long for type character varying(2000)")
-        return real_write(items, pub)
+            raise RuntimeError("value too long for type character varying(2000)")  # ...then rolled back
+        return result
 
+    sent = []
     monkeypatch.setattr(batch, "_write", refuses_the_second_job)
+    monkeypatch.setattr(Publisher, "flush", lambda pub: sent.extend(pub.messages))
     with caplog.at_level("ERROR", logger="jobs.watcher.batch"):
         result = watcher.poll_profile(template.cluster)
     assert sorted(result.changed) == sorted(str(j.id) for j in jobs)
@@ -200,6 +204,9 @@ def test_a_batch_that_fails_applies_each_job_on_its_own(cluster_here, owner, tem
         assert job.done == 1
         assert Target.objects.get(job=job, index=1).status == TargetStatus.RUNNING
     assert "each is applied on its own" in caplog.text
+    # the pages are told what the database holds: one photo done each, not the failed batch's count too
+    shown = {m["job"]["id"]: m["job"]["progress"]["done"] for _group, m in sent if m["type"] == "job"}
+    assert shown == {str(j.id): 1 for j in jobs}
 
 
 def test_a_cycle_writes_many_jobs_changes_in_a_few_statements(cluster_here, owner, template, monkeypatch):
