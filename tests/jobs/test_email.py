@@ -99,6 +99,9 @@ def rq_default(settings, monkeypatch, inline_rq):
                 return django_rq.get_queue("default").enqueue(func, *args, **kwargs)
             return inline_rq.enqueue(func, *args, **kwargs)
 
+        def enqueue_many(self, datas):  # the watcher's output fetches
+            return inline_rq.enqueue_many(datas)
+
     monkeypatch.setattr(django_rq, "get_queue", get_queue)
     monkeypatch.setattr("jobs.background.enqueue.queue", Router)
 
