@@ -11,8 +11,8 @@ bench/_load_watcher.py, which only also writes down each cycle's seconds), real 
 Not real, on purpose: the worker. A bench-made cluster profile's "worker Python" is a wrapper that
 runs bench/standin_worker.py, a LOAD TOOL that writes outputs and progress records as the real
 worker does but copies each photo instead of swapping faces, paced by --seconds-per-photo (Slurm
-runs two tasks at once on this 2-core machine: 0.02 s gave 43-54 photos a second, near the goal's
-peak of 60; Slurm's task starts take the rest).
+runs two tasks at once on this 2-core machine: 0.02 s gave 57-67 photos a second, the goal's peak
+of 60; Slurm's task starts take the rest).
 
 Measured during the window (after every job has its Slurm id), printed as min / median / max:
 - the watcher's cycle seconds (every cycle);

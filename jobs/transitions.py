@@ -58,7 +58,7 @@ def update_if(row, field: str, sources: Iterable[str], to: str, **fields) -> boo
         **{field: to}, **fields)
     if not changed:
         return False
-    _remember(row, {field: to, **fields})
+    remember(row, {field: to, **fields})
     return True
 
 
@@ -66,7 +66,7 @@ def write(row, **fields) -> None:
     """Write `fields` to `row`'s database row (one UPDATE: no `save()`, so no auto_now and no
     signals, and no other field is written back) and to `row` in memory; no condition."""
     type(row)._default_manager.filter(pk=row.pk).update(**fields)
-    _remember(row, fields)
+    remember(row, fields)
 
 
 def write_many(rows, fields) -> None:
@@ -91,6 +91,7 @@ def write_many(rows, fields) -> None:
         cursor.executemany(sql, params)
 
 
-def _remember(row, fields: dict) -> None:
+def remember(row, fields: dict) -> None:
+    """Set `fields` on `row` in memory only (what a write made true in the database)."""
     for name, value in fields.items():
         setattr(row, name, value)

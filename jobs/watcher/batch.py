@@ -16,7 +16,7 @@ it is kept and each job is applied on its own: one job's bad change never holds 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import NamedTuple
 
 from django.db import transaction
@@ -96,14 +96,14 @@ def _write(items: list[Item], pub: Publisher) -> tuple[list[str], list[tuple[Job
         for change in decision.changes:
             if isinstance(change, TaskChange):
                 task = tasks[(job.pk, change.index)]
-                _set(task, change.fields)
+                transitions.remember(task, change.fields)
                 task_groups[frozenset(change.fields)].append(task)
                 if SHOWN_TASK_FIELDS & set(change.fields):
                     shown_tasks.append(task)
             elif isinstance(change, TargetChange):
                 target = targets[(job.pk, change.index)]
                 counts.leave(target)
-                _set(target, change.fields)
+                transitions.remember(target, change.fields)
                 counts.enter(target)
                 target_groups[frozenset(change.fields)].append(target)
                 shown_targets.append(target)
@@ -125,7 +125,7 @@ def _write(items: list[Item], pub: Publisher) -> tuple[list[str], list[tuple[Job
     for groups in (task_groups, target_groups):
         for fields, rows in groups.items():
             transitions.write_many(rows, sorted(fields))
-    _write_jobs(deltas, expected, {item.job.pk for item, *_rest, shown in events if shown}, now)
+    _write_jobs(deltas, expected, [item.job.pk for item, *_rest, shown in events if shown], now)
     if asked:
         Target.objects.filter(_of_jobs(asked)).update(fetch_asked_at=now)
     shown_ids = []
@@ -159,16 +159,11 @@ def _of_jobs(indexes_by_job: dict[object, object]) -> Q:
     return where
 
 
-def _set(row, fields: dict) -> None:
-    for name, value in fields.items():
-        setattr(row, name, value)
-
-
-def _write_jobs(deltas: dict, expected: dict, shown: set, now) -> None:
+def _write_jobs(deltas: dict, expected: dict, shown: list, now) -> None:
     """The jobs' counts (moved by their deltas, safe beside other writers), expected starts and
-    changed_at (what `jobs.watcher.reconcile.stale` measures from): ONE UPDATE for every job."""
-    pks = set(deltas) | set(expected) | shown
-    if not pks:
+    changed_at (what `jobs.watcher.reconcile.stale` measures from): ONE UPDATE for every job.
+    `shown`: the jobs whose page changed, among them every job with a delta or an expected start."""
+    if not shown:
         return
     fields = {}
     for name in ("done", "failed", "needs_look"):
@@ -178,10 +173,7 @@ def _write_jobs(deltas: dict, expected: dict, shown: set, now) -> None:
     if expected:
         fields["expected_start"] = Case(*[When(pk=pk, then=Value(when)) for pk, when in expected.items()],
                                         default=F("expected_start"), output_field=DateTimeField())
-    if shown:
-        fields["changed_at"] = Case(When(pk__in=list(shown), then=Value(now)), default=F("changed_at"),
-                                    output_field=DateTimeField())
-    Job.objects.filter(pk__in=list(pks)).update(**fields)
+    Job.objects.filter(pk__in=shown).update(changed_at=now, **fields)
 
 
 def _summary(item: Item) -> dict:
@@ -189,7 +181,4 @@ def _summary(item: Item) -> dict:
     states = {task.index: task.state for task in item.row.tasks}
     for change in item.decision.of(TaskChange):
         states[change.index] = change.fields.get("state", states.get(change.index))
-    counts: dict[str, int] = defaultdict(int)
-    for state in states.values():
-        counts[state] += 1
-    return summary_of(counts.items())
+    return summary_of(Counter(states.values()).items())
